@@ -1,0 +1,186 @@
+"""`gur`: run the pipeline's flows, query its tables, serve its deployments."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+# Before Prefect is imported: no telemetry, and room for a slow first ephemeral-server start.
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
+DEMO_QUERY = (
+    "SELECT d.title, count(*) AS sentences, round(avg(length(s.text))) AS avg_chars "
+    "FROM sentences s JOIN documents d USING (doc_id) GROUP BY d.title ORDER BY sentences DESC LIMIT 5"
+)
+
+
+def format_table(columns: list[str], rows: list[tuple], max_width: int = 60) -> str:
+    """A plain aligned text table; long cells are cut with an ellipsis."""
+
+    def cell(value: object) -> str:
+        text = "NULL" if value is None else str(value).replace("\n", " ")
+        return text if len(text) <= max_width else text[: max_width - 1] + "…"
+
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
+    rule = "  ".join("-" * w for w in widths)
+    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join([line, rule, *body, f"({len(rows)} row{'s' if len(rows) != 1 else ''})"])
+
+
+def run_sql(root: Path, query: str, limit: int) -> str:
+    from storage.catalog import connect_catalog
+
+    con = connect_catalog(root)
+    try:
+        cursor = con.execute(query)
+        columns = [d[0] for d in cursor.description] if cursor.description else []
+        rows = cursor.fetchmany(limit) if columns else []
+    finally:
+        con.close()
+    return format_table(columns, rows) if columns else "OK"
+
+
+def cmd_build_pairs(args: argparse.Namespace) -> int:
+    from flows.build_pairs import build_pairs
+    from storage.layout import data_root
+
+    result = build_pairs(
+        input_path=args.input,
+        format=args.format,
+        text_field=args.text_field,
+        title_field=args.title_field,
+        id_field=args.id_field,
+        source_name=args.source_name,
+        docs_per_shard=args.docs_per_shard,
+        max_sentence_chars=args.max_sentence_chars,
+        workers=args.workers,
+        root=args.root,
+    )
+    report(data_root(args.root), result)
+    return 0
+
+
+def report(root: Path, result: dict[str, dict[str, str]]) -> None:
+    from storage.stage_output import ref_dir, ref_manifest
+
+    print(f"\ndata root: {root}")
+    for name, ref in result.items():
+        manifest = ref_manifest(root, ref)
+        rows = ", ".join(f"{k}={v}" for k, v in manifest["rows"].items())
+        drops = ", ".join(f"{k}={v}" for k, v in manifest["drops"].items() if v) or "none"
+        print(f"  {name:<10} {ref_dir(root, ref)}  rows: {rows}  drops: {drops}")
+    print(f"  catalog    {root / 'catalog.duckdb'}")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    args.input = None
+    args.source_name = args.source_name or "enwiki-sample"
+    cmd_build_pairs(args)
+    from storage.layout import data_root
+
+    print(f'\n$ gur sql "{DEMO_QUERY}"')
+    print(run_sql(data_root(args.root), DEMO_QUERY, 20))
+    print('\nTry: gur sql "SELECT reason, count(*) FROM rejects GROUP BY reason"')
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from storage.layout import data_root
+
+    print(run_sql(data_root(args.root), args.query, args.limit))
+    return 0
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from storage.catalog import connect_catalog, refresh_catalog
+    from storage.layout import data_root
+
+    root = data_root(args.root)
+    if args.refresh:
+        refresh_catalog(root)
+    con = connect_catalog(root)
+    try:
+        views = con.execute(
+            "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
+        ).fetchall()
+        rows = [(name, con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0], sql) for name, sql in views]
+    finally:
+        con.close()
+    print(f"catalog: {root / 'catalog.duckdb'}")
+    print(format_table(["view", "rows", "definition"], rows, max_width=100))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from deployments.serve import serve_all
+
+    serve_all()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gur",
+        description="Turn raw unlabeled documents into a domain-adapted text encoder. Every stage writes Parquet "
+        "under the data root (--root, else $GUR_HOME, else ./data) and `catalog.duckdb` has a view per table.",
+    )
+    parser.add_argument("--root", default=None, help="data root (default: $GUR_HOME or ./data)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add_build_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--format", default="auto", help="jsonl, wiki2txt, parquet, csv, tsv, textdir, mediawiki, auto")
+        p.add_argument("--text-field", default="text", help="field/column with the document text (default: text)")
+        p.add_argument("--title-field", default="title", help="field/column with the title (default: title)")
+        p.add_argument("--id-field", default="id", help="field/column with the source id (default: id)")
+        p.add_argument("--source-name", default="", help="name used in doc_ids (default: the input's file name)")
+        p.add_argument("--docs-per-shard", type=int, default=2000, help="documents per Parquet shard (default: 2000)")
+        p.add_argument("--max-sentence-chars", type=int, default=512, help="crop longer sentences (default: 512)")
+        p.add_argument("--workers", type=int, default=0, help="processes for CPU-heavy stages (default: all cores)")
+
+    demo = sub.add_parser("demo", help="run build-pairs on the bundled Wikipedia sample and show a query")
+    add_build_options(demo)
+    demo.set_defaults(func=cmd_demo)
+
+    build = sub.add_parser("build-pairs", help="run the build-pairs flow on a corpus file or folder")
+    build.add_argument("input", help="corpus: .jsonl, .parquet, .csv/.tsv, a folder of .txt files, or a .xml.bz2 dump")
+    add_build_options(build)
+    build.set_defaults(func=cmd_build_pairs)
+
+    sql = sub.add_parser("sql", help='query the catalog, e.g. gur sql "SELECT count(*) FROM sentences"')
+    sql.add_argument("query", help="SQL over the views: documents, sentences, rejects, ...")
+    sql.add_argument("--limit", type=int, default=50, help="rows to print at most (default: 50)")
+    sql.set_defaults(func=cmd_sql)
+
+    catalog = sub.add_parser("catalog", help="list the catalog's views with row counts")
+    catalog.add_argument("--refresh", action="store_true", help="rebuild the views first (e.g. after moving the root)")
+    catalog.set_defaults(func=cmd_catalog)
+
+    serve = sub.add_parser("serve", help="serve the deployments (needs `prefect server start` and PREFECT_API_URL)")
+    serve.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a clear one-line message instead of a library traceback
+        from tasks.read_corpus import CorpusError
+
+        if isinstance(exc, (CorpusError, FileNotFoundError)) or type(exc).__module__.startswith("duckdb"):
+            print(f"gur: error: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Fingerprints: one short hash of everything that determines a stage's output."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace; dataclasses and paths become plain values."""
+    return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def fingerprint(stage: str, code_version: str, config: Any, upstream: list[str] | tuple[str, ...] = ()) -> str:
+    """hash(stage + code version + config + upstream fingerprints), 16 hex characters.
+
+    Stable across processes, machines and Python versions: it hashes canonical JSON, never
+    `hash()` or pickles.
+    """
+    payload = canonical_json({"stage": stage, "code": code_version, "config": config, "upstream": list(upstream)})
+    return hashlib.blake2b(payload.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def file_signature(path: str | os.PathLike) -> list[list[Any]]:
+    """(relative path, size, mtime in ns) for a file or every file under a folder, sorted.
+
+    Cheap enough for multi-GB dumps (no content read), like `make`; a touched or edited
+    input gives a new signature and so a new ingest fingerprint.
+    """
+    base = Path(path)
+    if not base.exists():
+        raise FileNotFoundError(f"input not found: {base}")
+    files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+    out = []
+    for f in files:
+        st = f.stat()
+        rel = f.name if f == base else str(f.relative_to(base))
+        out.append([rel, st.st_size, st.st_mtime_ns])
+    return out

@@ -1,0 +1,93 @@
+"""Atomic shard writing and resume markers.
+
+A shard is written under `_tmp/` (outside every reader glob), renamed into place, and only
+then marked done with an empty `_done/NNNNN` file. A shard is finished iff its marker exists.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storage.layout import DONE_DIR, TMP_DIR, done_marker, shard_name
+
+ROW_GROUP_SIZE = 50_000
+
+
+def write_shard(out_dir: Path, index: int, table: pa.Table, table_name: str = "") -> Path:
+    """Write `table` as shard `index` atomically, then its done marker; returns the final path.
+
+    `table_name` puts side tables (e.g. `rejects`) in their own subfolder with their own markers.
+    """
+    final_dir = out_dir / table_name if table_name else out_dir
+    final_dir.mkdir(parents=True, exist_ok=True)
+    tmp_dir = out_dir / TMP_DIR
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_dir / f"{table_name or 'part'}-{index:05d}.{uuid.uuid4().hex}.parquet"
+    # No timestamps or writer-specific metadata: the same table gives the same bytes.
+    pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd", write_statistics=True)
+    final = final_dir / shard_name(index)
+    os.replace(tmp, final)
+    marker = done_marker(out_dir, index, table_name)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    return final
+
+
+def shard_done(out_dir: Path, index: int, table_name: str = "") -> bool:
+    return done_marker(out_dir, index, table_name).exists()
+
+
+def sweep_temporaries(out_dir: Path) -> int:
+    """Delete leftovers of a crashed run; returns how many files were removed."""
+    tmp_dir = out_dir / TMP_DIR
+    if not tmp_dir.exists():
+        return 0
+    count = sum(1 for p in tmp_dir.iterdir())
+    shutil.rmtree(tmp_dir)
+    return count
+
+
+def finished_shards(out_dir: Path, table_name: str = "") -> list[Path]:
+    """Final shard paths of `table_name` whose markers exist, in shard order."""
+    base = out_dir / table_name if table_name else out_dir
+    done = out_dir / DONE_DIR
+    if not done.exists():
+        return []
+    prefix = f"{table_name}-" if table_name else ""
+    names = [m.name[len(prefix) :] for m in done.iterdir() if m.name.startswith(prefix)]
+    indices = sorted(int(n) for n in names if n.isdigit())
+    return [base / shard_name(i) for i in indices]
+
+
+STATS_DIR = "_stats"
+
+
+def write_shard_stats(out_dir: Path, index: int, stats: dict[str, int], table_name: str = "") -> None:
+    """Per-shard counts, written before the shard's marker so a resumed run can still sum them."""
+    import json
+
+    folder = out_dir / STATS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{table_name}-{index:05d}" if table_name else f"{index:05d}"
+    tmp = folder / f".{name}.{uuid.uuid4().hex}"
+    tmp.write_text(json.dumps(stats, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, folder / f"{name}.json")
+
+
+def sum_shard_stats(out_dir: Path) -> dict[str, int]:
+    """Sum every shard's counts (keys with the same name add up)."""
+    import json
+
+    total: dict[str, int] = {}
+    folder = out_dir / STATS_DIR
+    if folder.exists():
+        for path in sorted(folder.glob("*.json")):
+            for key, value in json.loads(path.read_text(encoding="utf-8")).items():
+                total[key] = total.get(key, 0) + int(value)
+    return dict(sorted(total.items()))

@@ -1,0 +1,19 @@
+"""The `update-catalog` Prefect task: point the DuckDB views at the newest complete outputs."""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from storage.catalog import refresh_catalog
+from storage.layout import data_root
+from tasks.progress import current_logger
+
+
+@task(name="update-catalog", cache_policy=NO_CACHE)
+def update_catalog(root: str) -> dict[str, str]:
+    """A side effect on `catalog.duckdb`, so never cached."""
+    tables = refresh_catalog(data_root(root))
+    for name, glob in tables.items():
+        current_logger(__name__).info("catalog view %s -> %s", name, glob)
+    return {name: str(glob) for name, glob in tables.items()}

@@ -1,0 +1,332 @@
+"""Streaming corpus readers: each yields `Record`s and `Reject`s, one input record at a time.
+
+Memory stays bounded by the largest single record (itself capped by `max_doc_bytes`), never
+by the corpus size. Record-level problems become `Reject`s with a `file:line` location;
+problems that make a whole file unreadable raise `CorpusError` naming the file.
+"""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import io
+import json
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from xml.etree.ElementTree import ParseError, iterparse
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FORMATS = ("jsonl", "wiki2txt", "parquet", "csv", "tsv", "textdir", "mediawiki")
+SNIFF_BYTES = 8192
+
+
+class CorpusError(Exception):
+    """The input cannot be read at all; the message names the file (and line when known)."""
+
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    """How to read one source. Field names apply to JSONL, Parquet and CSV/TSV."""
+
+    format: str = "auto"
+    text_field: str = "text"
+    title_field: str = "title"
+    id_field: str = "id"
+    max_doc_bytes: int = 8_000_000
+    textdir_title: str = "filename"  # "filename", "first_line" or "none"
+
+
+@dataclass(frozen=True)
+class Record:
+    location: str
+    source_id: str | None
+    title: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Reject:
+    location: str
+    reason: str
+    detail: str
+
+
+def detect_format(path: Path) -> str:
+    """Guess a format from the path; `ReaderConfig.format` overrides it."""
+    if path.is_dir():
+        return "textdir"
+    name = path.name.lower()
+    if name.endswith((".xml.bz2", ".xml")):
+        return "mediawiki"
+    for suffix, fmt in ((".jsonl", "jsonl"), (".json", "jsonl"), (".parquet", "parquet"), (".csv", "csv")):
+        if name.endswith(suffix) or name.endswith(suffix + ".bz2"):
+            return fmt
+    if name.endswith((".tsv", ".tsv.bz2", ".tab")):
+        return "tsv"
+    with _open_binary(path) as stream:
+        head = stream.read(512).lstrip()
+    if head.startswith(b"<mediawiki") or (head.startswith(b"<?xml") and b"<mediawiki" in head):
+        return "mediawiki"
+    if head.startswith(b"{"):
+        return "jsonl"
+    raise CorpusError(f"{path}: cannot tell the format from the name; pass --format ({', '.join(FORMATS)})")
+
+
+def read_corpus(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
+    """Dispatch to the reader for `config.format` (or the detected one)."""
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"{path}: no such file or folder")
+    fmt = detect_format(path) if config.format == "auto" else config.format
+    if fmt in ("jsonl", "wiki2txt"):
+        return read_jsonl(path, config)
+    if fmt == "parquet":
+        return read_parquet(path, config)
+    if fmt in ("csv", "tsv"):
+        return read_delimited(path, config, delimiter="\t" if fmt == "tsv" else ",")
+    if fmt == "textdir":
+        return read_text_folder(path, config)
+    if fmt == "mediawiki":
+        return read_mediawiki(path, config)
+    raise CorpusError(f"{path}: unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def _open_binary(path: Path):
+    return bz2.open(path, "rb") if path.name.endswith(".bz2") else open(path, "rb")
+
+
+def _field(obj: dict, name: str) -> object:
+    return obj.get(name) if name else None
+
+
+def _record_from_fields(location: str, obj: dict, config: ReaderConfig) -> Record | Reject:
+    if config.text_field not in obj:
+        return Reject(location, "missing_text", f"no field {config.text_field!r}")
+    text = obj[config.text_field]
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return Reject(location, "empty_text", f"field {config.text_field!r} is empty")
+    if not isinstance(text, str):
+        return Reject(location, "text_not_string", f"field {config.text_field!r} is {type(text).__name__}")
+    if len(text.encode("utf-8", "surrogateescape")) > config.max_doc_bytes:
+        return Reject(location, "too_large", f"{len(text)} characters > max_doc_bytes={config.max_doc_bytes}")
+    if _has_surrogates(text):
+        return Reject(location, "invalid_utf8", "text is not valid UTF-8")
+    title = _field(obj, config.title_field)
+    title = title.strip() if isinstance(title, str) and title.strip() else None
+    source_id = _field(obj, config.id_field)
+    return Record(location, None if source_id is None else str(source_id), title, text)
+
+
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
+def _has_surrogates(text: str) -> bool:
+    return _SURROGATE.search(text) is not None
+
+
+def _bounded_lines(stream, limit: int) -> Iterator[tuple[int, bytes | None, int]]:
+    """Yield (line number, line bytes or None when longer than `limit`, byte length).
+
+    An over-long line is skipped in chunks, so a 50 MB one-line document never sits in memory.
+    """
+    lineno = 0
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield lineno, line, len(line)
+            continue
+        size = len(line)
+        while line and not line.endswith(b"\n"):
+            line = stream.readline(1 << 20)
+            size += len(line)
+        yield lineno, None, size
+
+
+def read_jsonl(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
+    """JSON Lines (also wiki2txt output: `{id, title, text, ...}`)."""
+    with _open_binary(path) as stream:
+        for lineno, raw, size in _bounded_lines(stream, config.max_doc_bytes):
+            location = f"{path}:{lineno}"
+            if raw is None:
+                yield Reject(location, "too_large", f"line of {size} bytes > max_doc_bytes={config.max_doc_bytes}")
+                continue
+            if not raw.strip():
+                continue  # blank separator lines are not records
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield Reject(location, "invalid_utf8", f"byte {exc.start}: {exc.reason}")
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield Reject(location, "malformed_json", f"column {exc.colno}: {exc.msg}")
+                continue
+            if not isinstance(obj, dict):
+                yield Reject(location, "malformed_json", f"expected an object, got {type(obj).__name__}")
+                continue
+            yield _record_from_fields(location, obj, config)
+
+
+def read_parquet(path: Path, config: ReaderConfig, batch_rows: int = 4096) -> Iterator[Record | Reject]:
+    """A Parquet file, or a folder of them, read batch by batch."""
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    for file in files:
+        try:
+            pf = pq.ParquetFile(file)
+        except (pa.ArrowException, OSError) as exc:
+            raise CorpusError(f"{file}: not a readable Parquet file ({exc})") from exc
+        if config.text_field not in pf.schema_arrow.names:
+            raise CorpusError(f"{file}: no column {config.text_field!r} (columns: {', '.join(pf.schema_arrow.names)})")
+        columns = [c for c in (config.text_field, config.title_field, config.id_field) if c in pf.schema_arrow.names]
+        row = 0
+        try:
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
+                for obj in batch.to_pylist():
+                    row += 1
+                    yield _record_from_fields(f"{file}:row {row}", obj, config)
+        except (pa.ArrowException, OSError) as exc:
+            raise CorpusError(f"{file}: corrupt after row {row} ({exc})") from exc
+
+
+def read_delimited(path: Path, config: ReaderConfig, delimiter: str) -> Iterator[Record | Reject]:
+    """CSV/TSV with a header row. Invalid UTF-8 rejects the record, not the file."""
+    csv.field_size_limit(min(sys.maxsize, max(config.max_doc_bytes * 2, 1 << 20)))
+    with _open_binary(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
+        quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE  # TSV quotes are literal text
+        reader = csv.DictReader(text, delimiter=delimiter, quoting=quoting)
+        if reader.fieldnames is None:
+            return
+        if config.text_field not in reader.fieldnames:
+            raise CorpusError(f"{path}:1: no column {config.text_field!r} in header {reader.fieldnames}")
+        start = 1
+        try:
+            for obj in reader:
+                span = f"{start + 1}" if reader.line_num == start + 1 else f"{start + 1}-{reader.line_num}"
+                location = f"{path}:{span}"
+                start = reader.line_num
+                if None in obj:
+                    found = len(obj) - 1 + len(obj[None])
+                    yield Reject(location, "malformed_row", f"{found} fields, header has {len(reader.fieldnames)}")
+                    continue
+                yield _record_from_fields(location, obj, config)
+        except csv.Error as exc:
+            raise CorpusError(f"{path}:{reader.line_num}: {exc}") from exc
+
+
+def read_text_folder(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
+    """One document per file, files in sorted path order; binary files are rejected."""
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = file.relative_to(path)
+        if any(part.startswith(".") for part in rel.parts):
+            continue  # hidden files and folders (.DS_Store, .git) are not documents
+        location = f"{file}:1"
+        size = file.stat().st_size
+        if size > config.max_doc_bytes:
+            yield Reject(location, "too_large", f"{size} bytes > max_doc_bytes={config.max_doc_bytes}")
+            continue
+        data = file.read_bytes()
+        if b"\x00" in data[:SNIFF_BYTES]:
+            yield Reject(location, "binary_file", "contains NUL bytes")
+            continue
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            yield Reject(f"{file}:{line}", "invalid_utf8", f"byte {exc.start}: {exc.reason}")
+            continue
+        if not text.strip():
+            yield Reject(location, "empty_text", "file is empty")
+            continue
+        title = None
+        if config.textdir_title == "filename":
+            title = file.stem
+        elif config.textdir_title == "first_line":
+            first, _, rest = text.strip().partition("\n")
+            title, text = first.strip(), rest
+            if not text.strip():
+                yield Reject(location, "empty_text", "only a title line")
+                continue
+        yield Record(location, str(rel), title, text)
+
+
+_HEADING = re.compile(r"^\s*=+[^=\n]*=+\s*$", re.MULTILINE)
+_EMPHASIS = re.compile(r"'{2,}")
+_BLANK_RUNS = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
+
+
+def clean_wikitext(markup: str) -> str:
+    """Markup to plain text: gensim's `filter_wiki`, then headings and bold/italic quotes."""
+    from gensim.corpora.wikicorpus import filter_wiki
+
+    text = filter_wiki(markup)
+    text = _HEADING.sub("", text)
+    text = _EMPHASIS.sub("", text)
+    return _BLANK_RUNS.sub("\n", text).strip()
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def read_mediawiki(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
+    """A MediaWiki XML dump (`.xml` or `.xml.bz2`), streamed page by page.
+
+    Only main-namespace articles become documents; redirects and other namespaces are
+    rejects with their own reason, so the counts add up to the pages in the dump.
+    """
+    page = 0
+    try:
+        with _open_binary(path) as stream:
+            context = iterparse(stream, events=("start", "end"))
+            _, root = next(context)
+            for event, elem in context:
+                if event != "end" or _local(elem.tag) != "page":
+                    continue
+                page += 1
+                fields = {_local(child.tag): child for child in elem}
+                title = (fields["title"].text or "").strip() if "title" in fields else ""
+                ns = (fields["ns"].text or "0").strip() if "ns" in fields else "0"
+                pageid = (fields["id"].text or "").strip() if "id" in fields else None
+                text_elem = None
+                if "revision" in fields:
+                    text_elem = next((c for c in fields["revision"] if _local(c.tag) == "text"), None)
+                markup = (text_elem.text or "") if text_elem is not None else ""
+                location = f"{path}:page {page} ({title})"
+                root.clear()  # drop finished pages: memory stays flat over a multi-GB dump
+                if ns != "0":
+                    yield Reject(location, "non_article_namespace", f"namespace {ns}")
+                elif markup.lstrip()[:9].lower() == "#redirect":
+                    yield Reject(location, "redirect", markup.strip()[:200])
+                elif len(markup) > config.max_doc_bytes:
+                    yield Reject(location, "too_large", f"{len(markup)} characters of markup")
+                else:
+                    text = clean_wikitext(markup)
+                    if not text:
+                        yield Reject(location, "empty_text", "no text after removing markup")
+                    else:
+                        yield Record(location, pageid, title or None, text)
+    except (ParseError, EOFError, OSError) as exc:
+        raise CorpusError(f"{path}: unreadable MediaWiki XML after page {page} ({exc})") from exc
+
+
+DEMO_CORPUS = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+def default_corpus() -> Path:
+    """The embedded demo corpus: a ~200-page English Wikipedia dump sample shipped in gensim's wheel."""
+    import gensim
+
+    path = Path(gensim.__file__).parent / DEMO_CORPUS
+    if not path.exists():
+        raise CorpusError(f"{path}: the demo corpus is missing from this gensim install")
+    return path

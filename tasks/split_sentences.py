@@ -1,0 +1,196 @@
+"""Sentence splitting for Chinese, English and mixed text, and the `norm` matching form.
+
+Rules, in order:
+- a line break is always a boundary (sources put paragraphs and list items on lines);
+- full-width terminators 。！？；… end a sentence, together with any closing quotes or
+  brackets that follow (`他说：“好。”然后` splits after `”`);
+- ASCII `.`, `!`, `?` end a sentence only when followed by whitespace, the end of the line
+  or a CJK character; a `.` does not end one after a known abbreviation or an initial
+  (`Dr.`, `e.g.`, `U.S.`, `J.`) or when the next word starts in lower case. Decimals
+  (`1.5`) never match because a digit follows the dot.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import unicodedata
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+SPLIT_CODE_VERSION = "split_v1"
+
+_CLOSERS = "”’」』）》】〕〉\"')\\]"
+_BOUNDARY = re.compile(rf"(?:[。！？；…]+|[!?]+|\.+)[{_CLOSERS}]*")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+_LAST_WORD = re.compile(r"(\S+)$")
+_ABBREVIATIONS = frozenset(
+    """mr mrs ms dr prof sr jr st mt vs etc e.g i.e cf al no nos fig figs vol vols pp p ed eds
+    inc ltd co corp dept est approx ca jan feb mar apr jun jul aug sep sept oct nov dec
+    u.s u.k u.n a.m p.m ph.d b.c a.d op gen col lt sgt capt gov sen rep rev""".split()
+)
+
+SENTENCES_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("sent_id", pa.int32()),
+        ("is_title", pa.bool_()),
+        ("text", pa.string()),
+        ("norm", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    max_sentence_chars: int = 512  # longer sentences are cropped (and counted), never dropped
+
+
+def normalize(text: str) -> str:
+    """The matching form: NFKC, case-folded, runs of whitespace collapsed to one space."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _ends_sentence(line: str, match: re.Match) -> bool:
+    end = match.end()
+    after = line[end] if end < len(line) else ""
+    mark = match.group()[0]
+    if mark in "。！？；…":
+        return True
+    if after and not after.isspace() and not _CJK.match(after):
+        return False  # "1.5", "example.com", "Yahoo!Inc"
+    if mark != ".":
+        return True
+    if match.group().startswith(".."):
+        return _next_word_starts_upper(line, end)  # an ellipsis ends a sentence only before a capital
+    word = _LAST_WORD.search(line, 0, match.start())
+    if word:
+        token = word.group(1).lstrip("([\"'“‘").lower()
+        if token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()):
+            return False
+        if len(token) >= 3 and all(ch.isalpha() for ch in token[::2]) and set(token[1::2]) == {"."}:
+            return False  # dotted initialisms: u.s, e.u.r
+    return not _next_word_starts_lower(line, end)
+
+
+def _next_char(line: str, pos: int) -> str:
+    while pos < len(line) and line[pos].isspace():
+        pos += 1
+    return line[pos] if pos < len(line) else ""
+
+
+def _next_word_starts_lower(line: str, pos: int) -> bool:
+    return _next_char(line, pos).islower()
+
+
+def _next_word_starts_upper(line: str, pos: int) -> bool:
+    nxt = _next_char(line, pos)
+    return not nxt or nxt.isupper() or bool(_CJK.match(nxt))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split one document's text into sentences (original surface form, stripped)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        start = 0
+        for match in _BOUNDARY.finditer(line):
+            if _ends_sentence(line, match):
+                piece = line[start : match.end()].strip()
+                if piece:
+                    out.append(piece)
+                start = match.end()
+        piece = line[start:].strip()
+        if piece:
+            out.append(piece)
+    return out
+
+
+def split_documents(
+    doc_ids: list[str], titles: list[str | None], texts: list[str], config: SplitConfig
+) -> tuple[pa.Table, dict[str, int]]:
+    """Documents -> the sentences table (title first as `sent_id` 0), plus counts."""
+    out_doc, out_sid, out_title, out_text, out_norm = [], [], [], [], []
+    cropped = 0
+    no_sentences = 0
+    limit = config.max_sentence_chars
+    for doc_id, title, text in zip(doc_ids, titles, texts, strict=True):
+        sentences = split_sentences(text)
+        if not sentences:
+            no_sentences += 1
+        rows = [(0, True, title.strip())] if title and title.strip() else []
+        rows.extend((i, False, s) for i, s in enumerate(sentences, start=1))
+        for sent_id, is_title, sentence in rows:
+            if len(sentence) > limit:
+                sentence = sentence[:limit]
+                cropped += 1
+            out_doc.append(doc_id)
+            out_sid.append(sent_id)
+            out_title.append(is_title)
+            out_text.append(sentence)
+            out_norm.append(normalize(sentence))
+    table = pa.Table.from_arrays(
+        [
+            pa.array(out_doc, pa.string()),
+            pa.array(out_sid, pa.int32()),
+            pa.array(out_title, pa.bool_()),
+            pa.array(out_text, pa.string()),
+            pa.array(out_norm, pa.string()),
+        ],
+        schema=SENTENCES_SCHEMA,
+    )
+    counts = {"cropped_sentences": cropped, "documents_without_sentences": no_sentences}
+    return table, counts
+
+
+def split_shard(in_path: str, out_dir: str, index: int, config: SplitConfig) -> dict[str, int]:
+    """Read one documents shard, write sentences shard `index` (atomic + marker); a worker body."""
+    import pyarrow.parquet as pq
+
+    from storage.shards import write_shard, write_shard_stats
+
+    docs = pq.read_table(in_path, columns=["doc_id", "title", "text"])
+    table, counts = split_documents(
+        docs.column("doc_id").to_pylist(), docs.column("title").to_pylist(), docs.column("text").to_pylist(), config
+    )
+    stats = {"documents": docs.num_rows, "sentences": table.num_rows, **counts}
+    write_shard_stats(Path(out_dir), index, stats)
+    write_shard(Path(out_dir), index, table)
+    return stats
+
+
+def split_all(
+    in_shards: list[Path],
+    out_dir: Path,
+    config: SplitConfig,
+    workers: int | None = None,
+    on_shard: Callable[[dict[str, int]], None] | None = None,
+) -> None:
+    """Split every documents shard whose sentences shard is not done yet, on all cores.
+
+    Shard `i` in gives shard `i` out, so the result does not depend on scheduling. Workers
+    are spawned (not forked): forking a process that runs Prefect's and Arrow's threads can
+    deadlock.
+    """
+    from storage.shards import shard_done, sweep_temporaries
+
+    sweep_temporaries(out_dir)
+    pending = [(i, p) for i, p in enumerate(in_shards) if not shard_done(out_dir, i)]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(pending)))
+    if workers == 1:
+        for i, p in pending:
+            stats = split_shard(str(p), str(out_dir), i, config)
+            if on_shard:
+                on_shard(stats)
+        return
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = [pool.submit(split_shard, str(p), str(out_dir), i, config) for i, p in pending]
+        for future in as_completed(futures):
+            stats = future.result()
+            if on_shard:
+                on_shard(stats)
