@@ -1,0 +1,311 @@
+"""Heaviest common substring of two sentences with a suffix automaton over code-point arrays.
+
+The automaton is built for sentence ``a`` and ``b`` is run through it (matching statistics):
+for every end position ``j`` in ``b`` that gives the longest substring of ``b`` ending at ``j``
+that also occurs in ``a``. Character weights are never negative, so extending a match to the
+left never lowers its weight: the heaviest common substring ending at ``j`` *is* the longest
+one, and the heaviest overall is the best of those, read off prefix sums of ``b``'s weights.
+The plain longest common substring falls out of the same pass.
+
+Transitions live in an open-addressing hash keyed by ``(state, code point)`` so that the
+alphabet (all of Unicode) never needs a dense table; everything is plain arrays so the kernels
+compile with numba. ``common_substring_reference`` is the obviously-correct O(nm) dynamic
+programme the kernel is tested against.
+
+Ties: heaviest weight first, then the longer substring, then the earliest end in ``b``; the
+position in ``a`` is always the first occurrence there.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+import numba as nb
+import numpy as np
+
+WEIGHTED = "weighted"
+LETTERS = "letters"
+
+CJK_WEIGHT = 10
+LETTER_WEIGHT = 3
+OTHER_WEIGHT = 1
+
+# Blocks whose letters count as one "Hanzi-like" unit: Hangul Jamo, CJK radicals to Kanbun,
+# Bopomofo, kana, CJK ideographs (URO, extensions, compatibility), Hangul syllables and jamo
+# extensions, half-width kana/Hangul, kana supplements, and the supplementary ideograph planes.
+_CJK_RANGES = (
+    (0x1100, 0x11FF),
+    (0x2E80, 0x9FFF),
+    (0xA960, 0xA97F),
+    (0xAC00, 0xD7FF),
+    (0xF900, 0xFAFF),
+    (0xFF66, 0xFFDC),
+    (0x1AFF0, 0x1B2FF),
+    (0x20000, 0x3FFFF),
+)
+
+_N_CODEPOINTS = 0x110000
+_CODE_BITS = 21  # every code point fits in 21 bits; hash keys are (state << 21) | code point
+
+
+class CommonSubstring(NamedTuple):
+    """Positions are in code points; ``length == 0`` means nothing in common."""
+
+    a_start: int
+    b_start: int
+    length: int
+    weight: int
+    longest_a_start: int
+    longest_b_start: int
+    longest_length: int
+
+
+@lru_cache(maxsize=1)
+def _is_alpha() -> np.ndarray:
+    return np.fromiter((chr(c).isalpha() for c in range(_N_CODEPOINTS)), dtype=bool, count=_N_CODEPOINTS)
+
+
+@lru_cache(maxsize=None)
+def char_weight_table(rule: str = WEIGHTED) -> np.ndarray:
+    """Weight of every code point as a read-only uint8 array indexed by code point.
+
+    ``weighted`` (GUR's code, scaled to integers): CJK/kana/Hangul letters 10, other letters
+    (``str.isalpha``) 3, anything else 1. ``letters`` (the paper's wording): any letter 1,
+    anything else (spaces, digits, punctuation) 0.
+    """
+    if rule not in (WEIGHTED, LETTERS):
+        raise ValueError(f"unknown weight rule {rule!r}")
+    alpha = _is_alpha()
+    if rule == LETTERS:
+        table = alpha.astype(np.uint8)
+    else:
+        table = np.where(alpha, LETTER_WEIGHT, OTHER_WEIGHT).astype(np.uint8)
+        for lo, hi in _CJK_RANGES:
+            block = table[lo : hi + 1]
+            block[alpha[lo : hi + 1]] = CJK_WEIGHT
+    table.setflags(write=False)
+    return table
+
+
+def codepoints(text: str) -> np.ndarray:
+    """The code points of ``text`` as int32 (lone surrogates pass through unchanged)."""
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int32)
+
+
+def char_weights(text: str, rule: str = WEIGHTED) -> np.ndarray:
+    """Per-character weights of ``text`` under ``rule`` (int64)."""
+    return char_weight_table(rule)[codepoints(text)].astype(np.int64)
+
+
+def new_workspace(max_len: int) -> tuple[np.ndarray, ...]:
+    """Scratch arrays for automata of sentences up to ``max_len`` code points, reused across calls."""
+    n = max(int(max_len), 1)
+    states = 2 * n + 2
+    edges = 3 * n + 4
+    slots = 1 << int(np.ceil(np.log2(2 * edges + 2)))
+    return (
+        np.empty(states, np.int32),  # length: longest string of the state
+        np.empty(states, np.int32),  # link: suffix link
+        np.empty(states, np.int32),  # first: end position of the first occurrence in a
+        np.empty(states, np.int32),  # head: first outgoing edge of the state
+        np.empty(edges, np.int32),  # edge_to
+        np.empty(edges, np.int32),  # edge_next: next edge of the same state
+        np.empty(edges, np.int32),  # edge_char
+        np.empty(slots, np.int64),  # slot_key: (state << 21) | code point, -1 when empty
+        np.empty(slots, np.int32),  # slot_edge
+    )
+
+
+@nb.njit(cache=True, inline="always")
+def _slot_of(key, mask):
+    h = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
+    return np.int64(h >> np.uint64(40)) & mask
+
+
+@nb.njit(cache=True)
+def _find_edge(state, c, slot_key, slot_edge, mask):
+    key = (np.int64(state) << _CODE_BITS) | np.int64(c)
+    i = _slot_of(key, mask)
+    while True:
+        k = slot_key[i]
+        if k == key:
+            return slot_edge[i]
+        if k == -1:
+            return -1
+        i = (i + 1) & mask
+
+
+@nb.njit(cache=True)
+def _add_edge(state, c, to, n_edges, ws, mask):
+    _, _, _, head, edge_to, edge_next, edge_char, slot_key, slot_edge = ws
+    key = (np.int64(state) << _CODE_BITS) | np.int64(c)
+    i = _slot_of(key, mask)
+    while slot_key[i] != -1:
+        i = (i + 1) & mask
+    slot_key[i] = key
+    slot_edge[i] = n_edges
+    edge_to[n_edges] = to
+    edge_char[n_edges] = c
+    edge_next[n_edges] = head[state]
+    head[state] = n_edges
+    return n_edges + 1
+
+
+@nb.njit(cache=True)
+def build_automaton(a, ws):
+    """Build the suffix automaton of code points ``a`` into ``ws``; returns the hash mask used."""
+    length, link, first, head, edge_to, edge_next, edge_char, slot_key, slot_edge = ws
+    n = a.shape[0]
+    edges_cap = 3 * n + 4
+    slots = 1
+    while slots < 2 * edges_cap + 2:
+        slots *= 2
+    mask = slots - 1
+    slot_key[:slots] = -1
+    length[0] = 0
+    link[0] = -1
+    first[0] = -1
+    head[0] = -1
+    size = 1
+    last = 0
+    n_edges = 0
+    for pos in range(n):
+        c = a[pos]
+        cur = size
+        size += 1
+        length[cur] = length[last] + 1
+        first[cur] = pos
+        head[cur] = -1
+        p = last
+        while p != -1 and _find_edge(p, c, slot_key, slot_edge, mask) == -1:
+            n_edges = _add_edge(p, c, cur, n_edges, ws, mask)
+            p = link[p]
+        if p == -1:
+            link[cur] = 0
+        else:
+            q = edge_to[_find_edge(p, c, slot_key, slot_edge, mask)]
+            if length[p] + 1 == length[q]:
+                link[cur] = q
+            else:
+                clone = size
+                size += 1
+                length[clone] = length[p] + 1
+                link[clone] = link[q]
+                first[clone] = first[q]
+                head[clone] = -1
+                e = head[q]
+                while e != -1:
+                    n_edges = _add_edge(clone, edge_char[e], edge_to[e], n_edges, ws, mask)
+                    e = edge_next[e]
+                while p != -1:
+                    e = _find_edge(p, c, slot_key, slot_edge, mask)
+                    if edge_to[e] != q:
+                        break
+                    edge_to[e] = clone
+                    p = link[p]
+                link[q] = clone
+                link[cur] = clone
+        last = cur
+    return mask
+
+
+@nb.njit(cache=True)
+def match_automaton(b, pw, ws, mask):
+    """Run ``b`` through the automaton in ``ws``; ``pw`` are prefix sums of ``b``'s weights (len m+1).
+
+    Returns (a_start, b_start, length, weight, longest_a_start, longest_b_start, longest_length).
+    """
+    length, link, first, _, edge_to, _, _, slot_key, slot_edge = ws
+    v = 0
+    cur = 0
+    best_w = 0
+    best_len = 0
+    best_a = 0
+    best_b = 0
+    long_len = 0
+    long_a = 0
+    long_b = 0
+    for j in range(b.shape[0]):
+        c = b[j]
+        e = _find_edge(v, c, slot_key, slot_edge, mask)
+        while e == -1 and v != 0:
+            v = link[v]
+            cur = length[v]
+            e = _find_edge(v, c, slot_key, slot_edge, mask)
+        if e == -1:
+            cur = 0
+            continue
+        v = edge_to[e]
+        cur += 1
+        w = pw[j + 1] - pw[j + 1 - cur]
+        if w > best_w or (w == best_w and cur > best_len):
+            best_w = w
+            best_len = cur
+            best_a = first[v] - cur + 1
+            best_b = j - cur + 1
+        if cur > long_len:
+            long_len = cur
+            long_a = first[v] - cur + 1
+            long_b = j - cur + 1
+    return best_a, best_b, best_len, best_w, long_a, long_b, long_len
+
+
+@nb.njit(cache=True)
+def common_substring_kernel(a, b, pw, ws):
+    """Heaviest and longest common substring of code-point arrays ``a`` and ``b`` (see module doc)."""
+    mask = build_automaton(a, ws)
+    return match_automaton(b, pw, ws, mask)
+
+
+def _prefix(weights: np.ndarray) -> np.ndarray:
+    out = np.zeros(weights.shape[0] + 1, np.int64)
+    np.cumsum(weights, out=out[1:])
+    return out
+
+
+def heaviest_common_substring(a: str, b: str, rule: str = WEIGHTED) -> CommonSubstring:
+    """Heaviest (and longest) common substring of two strings under ``rule``'s character weights."""
+    ca, cb = codepoints(a), codepoints(b)
+    pw = _prefix(char_weight_table(rule)[cb].astype(np.int64))
+    return CommonSubstring(*common_substring_kernel(ca, cb, pw, new_workspace(len(ca))))
+
+
+def common_substring_reference(a: str, b: str, rule: str = WEIGHTED) -> CommonSubstring:
+    """O(len(a) * len(b)) dynamic programme with the same result and tie-breaking as the automaton."""
+    table = char_weight_table(rule)
+    pw = [0]
+    for ch in b:
+        pw.append(pw[-1] + int(table[ord(ch)]))
+    best = (0, 0, 0, 0)  # weight, length, a_start, b_start
+    longest = (0, 0, 0)  # length, a_start, b_start
+    prev = [0] * (len(a) + 1)
+    for j, cb in enumerate(b):
+        cur = [0] * (len(a) + 1)
+        ms, a_end = 0, -1
+        for i, ca in enumerate(a):
+            if ca == cb:
+                cur[i + 1] = prev[i] + 1
+                if cur[i + 1] > ms:
+                    ms, a_end = cur[i + 1], i
+        prev = cur
+        if ms == 0:
+            continue
+        w = pw[j + 1] - pw[j + 1 - ms]
+        if w > best[0] or (w == best[0] and ms > best[1]):
+            best = (w, ms, a_end - ms + 1, j - ms + 1)
+        if ms > longest[0]:
+            longest = (ms, a_end - ms + 1, j - ms + 1)
+    w, n, sa, sb = best
+    return CommonSubstring(sa, sb, n, w, longest[1], longest[2], longest[0])
+
+
+def trim_zero_weight(text: str, start: int, length: int, rule: str = WEIGHTED) -> tuple[int, int]:
+    """Drop zero-weight characters (letters rule: spaces, punctuation) from both ends of a match."""
+    table = char_weight_table(rule)
+    end = start + length
+    while start < end and table[ord(text[start])] == 0:
+        start += 1
+    while end > start and table[ord(text[end - 1])] == 0:
+        end -= 1
+    return start, end - start

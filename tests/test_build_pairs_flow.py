@@ -1,0 +1,91 @@
+"""The build-pairs flow under one Prefect test harness: outputs, cache hits, self-healing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import duckdb
+import pytest
+
+from gur_cli import main as gur_main
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+DOCS = [
+    {"id": 1, "title": "Graphs", "text": "A graph has nodes. A graph has edges.\nEdges link nodes."},
+    {"id": 2, "title": "模型", "text": "模型需要数据。数据来自文档！"},
+    {"id": 3, "text": ""},
+]
+
+
+def task_states(state) -> dict[str, str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+        )
+    return {run.name.rsplit("-", 1)[0]: run.state.name for run in runs}
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), encoding="utf-8")
+    return path
+
+
+def test_flow_writes_tables_caches_and_heals(tmp_path, corpus):
+    from flows.build_pairs import build_pairs
+
+    root = tmp_path / "data"
+    state = build_pairs(input_path=str(corpus), root=str(root), workers=1, return_state=True)
+    result = state.result()
+    assert task_states(state) == {"ingest": "Completed", "split": "Completed", "update-catalog": "Completed"}
+    con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM documents").fetchone() == (2,)
+    assert con.execute("SELECT list(text ORDER BY sent_id) FROM sentences WHERE NOT is_title GROUP BY doc_id ORDER BY 1")
+    assert con.execute("SELECT reason FROM rejects").fetchall() == [("empty_text",)]
+    sentences = con.execute("SELECT text FROM sentences ORDER BY doc_id, sent_id").fetchall()
+    con.close()
+    assert ("模型需要数据。",) in sentences and ("Edges link nodes.",) in sentences
+    manifest = json.loads((root / result["documents"]["path"] / "_manifest.json").read_text())
+    assert manifest["rows"] == {"documents": 2, "rejects": 1} and manifest["drops"] == {"empty_text": 1}
+
+    # Same inputs and config: every stage comes from the cache.
+    again = build_pairs(input_path=str(corpus), root=str(root), workers=1, return_state=True)
+    assert task_states(again)["ingest"] == "Cached" and task_states(again)["split"] == "Cached"
+    assert again.result() == result
+
+    # A deleted output is noticed and rebuilt, byte for byte.
+    split_dir = root / result["sentences"]["path"]
+    before = (split_dir / "part-00000.parquet").read_bytes()
+    shutil.rmtree(split_dir)
+    healed = build_pairs(input_path=str(corpus), root=str(root), workers=1, return_state=True)
+    assert healed.result() == result
+    assert (split_dir / "part-00000.parquet").read_bytes() == before
+
+    # An edited corpus misses the cache and lands in a new folder; the old one is kept.
+    corpus.write_text(corpus.read_text(encoding="utf-8") + json.dumps({"text": "New doc."}) + "\n", encoding="utf-8")
+    changed = build_pairs(input_path=str(corpus), root=str(root), workers=1, return_state=True)
+    assert task_states(changed)["ingest"] == "Completed"
+    assert changed.result()["documents"] != result["documents"]
+    assert (root / result["documents"]["path"] / "_manifest.json").exists()
+
+
+def test_gur_sql_prints_a_table(tmp_path, corpus, capsys):
+    root = tmp_path / "data"
+    assert gur_main(["--root", str(root), "build-pairs", str(corpus), "--workers", "1"]) == 0
+    capsys.readouterr()
+    assert gur_main(["--root", str(root), "sql", "SELECT count(*) AS n FROM sentences WHERE is_title"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].strip() == "n" and out.splitlines()[2].strip() == "2"
+
+
+def test_gur_errors_are_one_line(tmp_path, capsys):
+    assert gur_main(["--root", str(tmp_path / "empty"), "sql", "SELECT 1"]) == 1
+    assert "no catalog at" in capsys.readouterr().err
+    assert gur_main(["--root", str(tmp_path), "build-pairs", str(tmp_path / "missing.jsonl")]) == 1
+    assert "missing.jsonl" in capsys.readouterr().err
