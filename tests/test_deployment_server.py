@@ -1,0 +1,109 @@
+"""End to end as a user runs it: `prefect server start`, serve the deployments, trigger from the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import REPO
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url: str, timeout: float, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} while waiting for {url}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(url)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_deployment_run_through_a_real_server(tmp_path):
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text(
+        json.dumps({"title": "Cats", "text": "Cats purr. Cats sleep a lot.\nKittens play."}) + "\n", encoding="utf-8"
+    )
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_API_URL": api,
+        "GUR_HOME": str(tmp_path / "data"),
+        "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+    }
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    server = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=open(logs / "server.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    serve = None
+    try:
+        wait_for(f"{api}/health", 180, server)
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "deployments.serve"],
+            cwd=REPO,
+            env=env,
+            stdout=open(logs / "serve.log", "w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_for(f"{api}/deployments/name/build-pairs/build-pairs", 120, serve)
+        run = subprocess.run(
+            [str(BIN / "prefect"), "deployment", "run", "build-pairs/build-pairs", "--watch", "--watch-timeout", "240"]
+            + ["-p", f"input_path={corpus}", "-p", "workers=1"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr + (logs / "serve.log").read_text()
+        assert "Completed" in run.stdout
+        con = duckdb.connect(str(tmp_path / "data" / "catalog.duckdb"), read_only=True)
+        rows = con.execute("SELECT text FROM sentences ORDER BY sent_id").fetchall()
+        con.close()
+        assert rows == [("Cats",), ("Cats purr.",), ("Cats sleep a lot.",), ("Kittens play.",)]
+    finally:
+        if serve is not None:
+            stop(serve)
+        stop(server)
