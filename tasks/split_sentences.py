@@ -26,9 +26,10 @@ import pyarrow as pa
 SPLIT_CODE_VERSION = "split_v1"
 
 _CLOSERS = "”’」』）》】〕〉\"')\\]"
-_BOUNDARY = re.compile(rf"(?:[。！？；…]+|[!?]+|\.+)[{_CLOSERS}]*")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
-_LAST_WORD = re.compile(r"(\S+)$")
+_CJK_CLASS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+_CJK = re.compile(rf"[{_CJK_CLASS}]")
+# Candidates only: ASCII marks must already be followed by whitespace, end of line or CJK.
+_BOUNDARY = re.compile(rf"[。！？；…]+[{_CLOSERS}]*|[!?.]+[{_CLOSERS}]*(?=\s|$|[{_CJK_CLASS}])")
 _ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof sr jr st mt vs etc e.g i.e cf al no nos fig figs vol vols pp p ed eds
     inc ltd co corp dept est approx ca jan feb mar apr jun jul aug sep sept oct nov dec
@@ -53,24 +54,21 @@ class SplitConfig:
 
 def normalize(text: str) -> str:
     """The matching form: NFKC, case-folded, runs of whitespace collapsed to one space."""
+    if text.isascii():  # NFKC is the identity and casefold is lower() on ASCII: 3x faster
+        return " ".join(text.lower().split())
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 def _ends_sentence(line: str, match: re.Match) -> bool:
     end = match.end()
-    after = line[end] if end < len(line) else ""
     mark = match.group()[0]
-    if mark in "。！？；…":
-        return True
-    if after and not after.isspace() and not _CJK.match(after):
-        return False  # "1.5", "example.com", "Yahoo!Inc"
     if mark != ".":
-        return True
+        return True  # full-width marks, and ! ? before a space (the regex checked what follows)
     if match.group().startswith(".."):
         return _next_word_starts_upper(line, end)  # an ellipsis ends a sentence only before a capital
-    word = _LAST_WORD.search(line, 0, match.start())
-    if word:
-        token = word.group(1).lstrip("([\"'“‘").lower()
+    window = line[max(0, match.start() - 24) : match.start()].split()  # abbreviations are short
+    if window and not line[match.start() - 1].isspace():
+        token = window[-1].lstrip("([\"'“‘").lower()
         if token in _ABBREVIATIONS or (len(token) == 1 and token.isalpha()):
             return False
         if len(token) >= 3 and all(ch.isalpha() for ch in token[::2]) and set(token[1::2]) == {"."}:
