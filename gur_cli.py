@@ -12,9 +12,9 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
-DEMO_QUERY = (
-    "SELECT d.title, count(*) AS sentences, round(avg(length(s.text))) AS avg_chars "
-    "FROM sentences s JOIN documents d USING (doc_id) GROUP BY d.title ORDER BY sentences DESC LIMIT 5"
+DEMO_QUERIES = (
+    "SELECT bucket, count(*) AS pairs, round(avg(lcs_len), 1) AS avg_lcs_len FROM shards GROUP BY bucket",
+    "SELECT a, b, lcs FROM shards WHERE bucket = 'short' LIMIT 5",
 )
 
 
@@ -84,8 +84,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     cmd_build_pairs(args)
     from storage.layout import data_root
 
-    print(f'\n$ gur sql "{DEMO_QUERY}"')
-    print(run_sql(data_root(args.root), DEMO_QUERY, 20))
+    for query in DEMO_QUERIES:
+        print(f'\n$ gur sql "{query}"')
+        print(run_sql(data_root(args.root), query, 20))
     print('\nTry: gur sql "SELECT reason, count(*) FROM rejects GROUP BY reason"')
     return 0
 

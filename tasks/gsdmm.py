@@ -296,9 +296,10 @@ class MovieGroupProcess:
         total = int(enc.lengths.sum())
         max_count = int(enc.counts.max()) if len(enc.counts) else 1
         word_totals = np.bincount(enc.word_ids, weights=enc.counts, minlength=V) if V else np.zeros(1)
-        log_alpha = np.log(np.arange(D + 1, dtype=np.float64) + self.alpha)
-        log_num = np.log(np.arange(int(word_totals.max(initial=0)) + max_count + 1, dtype=np.float64) + self.beta)
-        log_den = np.log(np.arange(total + 1, dtype=np.float64) + self.vocab_size * self.beta)
+        with np.errstate(divide="ignore"):  # log(0) = -inf: alpha = 0 (empty clusters never chosen), or V = 0
+            log_alpha = np.log(np.arange(D + 1, dtype=np.float64) + self.alpha)
+            log_num = np.log(np.arange(int(word_totals.max(initial=0)) + max_count + 1, dtype=np.float64) + self.beta)
+            log_den = np.log(np.arange(total + 1, dtype=np.float64) + self.vocab_size * self.beta)
 
         sweep = _sweep_block_numba if self.backend == "numba" else _sweep_block_numpy
         lp = np.empty(K, dtype=np.float64)

@@ -18,7 +18,7 @@ position in ``a`` is always the first occurrence there.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import NamedTuple
 
 import numba as nb
@@ -61,12 +61,12 @@ class CommonSubstring(NamedTuple):
     longest_length: int
 
 
-@lru_cache(maxsize=1)
+@cache
 def _is_alpha() -> np.ndarray:
     return np.fromiter((chr(c).isalpha() for c in range(_N_CODEPOINTS)), dtype=bool, count=_N_CODEPOINTS)
 
 
-@lru_cache(maxsize=None)
+@cache
 def char_weight_table(rule: str = WEIGHTED) -> np.ndarray:
     """Weight of every code point as a read-only uint8 array indexed by code point.
 
@@ -98,23 +98,37 @@ def char_weights(text: str, rule: str = WEIGHTED) -> np.ndarray:
     return char_weight_table(rule)[codepoints(text)].astype(np.int64)
 
 
-def new_workspace(max_len: int) -> tuple[np.ndarray, ...]:
-    """Scratch arrays for automata of sentences up to ``max_len`` code points, reused across calls."""
+DENSE_CELLS = 1 << 17  # dense transition rows are used while states * alphabet fits in this many cells
+
+
+def new_workspace(max_len: int, dense_cells: int = DENSE_CELLS) -> tuple[np.ndarray, ...]:
+    """Scratch arrays for automata of sentences up to ``max_len`` code points, reused across calls.
+
+    ``dense_cells=0`` forces the hash layout (tests cover both).
+    """
     n = max(int(max_len), 1)
     states = 2 * n + 2
     edges = 3 * n + 4
     slots = 1 << int(np.ceil(np.log2(2 * edges + 2)))
     return (
-        np.empty(states, np.int32),  # length: longest string of the state
-        np.empty(states, np.int32),  # link: suffix link
-        np.empty(states, np.int32),  # first: end position of the first occurrence in a
-        np.empty(states, np.int32),  # head: first outgoing edge of the state
-        np.empty(edges, np.int32),  # edge_to
-        np.empty(edges, np.int32),  # edge_next: next edge of the same state
-        np.empty(edges, np.int32),  # edge_char
-        np.empty(slots, np.int64),  # slot_key: (state << 21) | code point, -1 when empty
-        np.empty(slots, np.int32),  # slot_edge
+        np.empty(states, np.int32),  # 0 length: longest string of the state
+        np.empty(states, np.int32),  # 1 link: suffix link
+        np.empty(states, np.int32),  # 2 first: end position of the first occurrence in a
+        np.empty(states, np.int32),  # 3 head: first outgoing edge of the state (hash layout)
+        np.empty(edges, np.int32),  # 4 edge_to
+        np.empty(edges, np.int32),  # 5 edge_next: next edge of the same state
+        np.empty(edges, np.int32),  # 6 edge_char
+        np.empty(slots, np.int64),  # 7 slot_key: (state << 21) | code point, -1 when empty
+        np.empty(slots, np.int32),  # 8 slot_edge
+        np.full(_N_CODEPOINTS, -1, np.int32),  # 9 loc: code point -> letter of a's alphabet, -1 at rest
+        np.empty(n, np.int32),  # 10 alphabet: a's distinct code points (to reset loc)
+        np.empty(max(int(dense_cells), 1), np.int32),  # 11 dense transitions, row per state
     )
+
+
+@cache
+def _shared_workspace(size: int) -> tuple[np.ndarray, ...]:
+    return new_workspace(size)
 
 
 @nb.njit(cache=True, inline="always")
@@ -138,7 +152,7 @@ def _find_edge(state, c, slot_key, slot_edge, mask):
 
 @nb.njit(cache=True)
 def _add_edge(state, c, to, n_edges, ws, mask):
-    _, _, _, head, edge_to, edge_next, edge_char, slot_key, slot_edge = ws
+    head, edge_to, edge_next, edge_char, slot_key, slot_edge = ws[3], ws[4], ws[5], ws[6], ws[7], ws[8]
     key = (np.int64(state) << _CODE_BITS) | np.int64(c)
     i = _slot_of(key, mask)
     while slot_key[i] != -1:
@@ -153,13 +167,12 @@ def _add_edge(state, c, to, n_edges, ws, mask):
 
 
 @nb.njit(cache=True)
-def build_automaton(a, ws):
-    """Build the suffix automaton of code points ``a`` into ``ws``; returns the hash mask used."""
-    length, link, first, head, edge_to, edge_next, edge_char, slot_key, slot_edge = ws
+def _build_hashed(a, ws):
+    """Suffix automaton of ``a`` with transitions in a hash keyed by (state, code point); returns the mask."""
+    length, link, first, head, edge_to, edge_next, edge_char, slot_key, slot_edge = ws[:9]
     n = a.shape[0]
-    edges_cap = 3 * n + 4
     slots = 1
-    while slots < 2 * edges_cap + 2:
+    while slots < 2 * (3 * n + 4) + 2:
         slots *= 2
     mask = slots - 1
     slot_key[:slots] = -1
@@ -211,12 +224,63 @@ def build_automaton(a, ws):
 
 
 @nb.njit(cache=True)
-def match_automaton(b, pw, ws, mask):
-    """Run ``b`` through the automaton in ``ws``; ``pw`` are prefix sums of ``b``'s weights (len m+1).
+def _build_dense(a, ws, sigma):
+    """Suffix automaton of ``a`` with a dense row of ``sigma`` transitions per state (letters via ws loc)."""
+    length, link, first, loc, trans = ws[0], ws[1], ws[2], ws[9], ws[11]
+    trans[:sigma] = -1
+    length[0] = 0
+    link[0] = -1
+    first[0] = -1
+    size = 1
+    last = 0
+    for pos in range(a.shape[0]):
+        x = loc[a[pos]]
+        cur = size
+        size += 1
+        length[cur] = length[last] + 1
+        first[cur] = pos
+        trans[cur * sigma : (cur + 1) * sigma] = -1
+        p = last
+        while p != -1 and trans[p * sigma + x] == -1:
+            trans[p * sigma + x] = cur
+            p = link[p]
+        if p == -1:
+            link[cur] = 0
+        else:
+            q = trans[p * sigma + x]
+            if length[p] + 1 == length[q]:
+                link[cur] = q
+            else:
+                clone = size
+                size += 1
+                length[clone] = length[p] + 1
+                link[clone] = link[q]
+                first[clone] = first[q]
+                trans[clone * sigma : (clone + 1) * sigma] = trans[q * sigma : (q + 1) * sigma]
+                while p != -1 and trans[p * sigma + x] == q:
+                    trans[p * sigma + x] = clone
+                    p = link[p]
+                link[q] = clone
+                link[cur] = clone
+        last = cur
+
+
+@nb.njit(cache=True)
+def _match(b, pw, ws, mask, sigma, dense):
+    """Run ``b`` through the automaton (matching statistics) and keep the heaviest and the longest match.
 
     Returns (a_start, b_start, length, weight, longest_a_start, longest_b_start, longest_length).
     """
-    length, link, first, _, edge_to, _, _, slot_key, slot_edge = ws
+    length, link, first, edge_to, slot_key, slot_edge, loc, trans = (
+        ws[0],
+        ws[1],
+        ws[2],
+        ws[4],
+        ws[7],
+        ws[8],
+        ws[9],
+        ws[11],
+    )
     v = 0
     cur = 0
     best_w = 0
@@ -228,15 +292,28 @@ def match_automaton(b, pw, ws, mask):
     long_b = 0
     for j in range(b.shape[0]):
         c = b[j]
-        e = _find_edge(v, c, slot_key, slot_edge, mask)
-        while e == -1 and v != 0:
-            v = link[v]
-            cur = length[v]
+        if dense:
+            x = loc[c]
+            if x == -1:  # not in a at all
+                v = 0
+                cur = 0
+                continue
+            t = trans[v * sigma + x]
+            while t == -1 and v != 0:
+                v = link[v]
+                cur = length[v]
+                t = trans[v * sigma + x]
+        else:
             e = _find_edge(v, c, slot_key, slot_edge, mask)
-        if e == -1:
+            while e == -1 and v != 0:
+                v = link[v]
+                cur = length[v]
+                e = _find_edge(v, c, slot_key, slot_edge, mask)
+            t = -1 if e == -1 else edge_to[e]
+        if t == -1:
             cur = 0
             continue
-        v = edge_to[e]
+        v = t
         cur += 1
         w = pw[j + 1] - pw[j + 1 - cur]
         if w > best_w or (w == best_w and cur > best_len):
@@ -253,9 +330,28 @@ def match_automaton(b, pw, ws, mask):
 
 @nb.njit(cache=True)
 def common_substring_kernel(a, b, pw, ws):
-    """Heaviest and longest common substring of code-point arrays ``a`` and ``b`` (see module doc)."""
-    mask = build_automaton(a, ws)
-    return match_automaton(b, pw, ws, mask)
+    """Heaviest and longest common substring of code-point arrays ``a`` and ``b`` (see module doc).
+
+    ``pw`` are prefix sums of ``b``'s weights (length len(b) + 1); ``ws`` from ``new_workspace``.
+    Small alphabets get dense transition rows, large ones the hash layout.
+    """
+    loc, alphabet, trans = ws[9], ws[10], ws[11]
+    sigma = 0
+    for c in a:
+        if loc[c] == -1:
+            loc[c] = sigma
+            alphabet[sigma] = c
+            sigma += 1
+    dense = (2 * a.shape[0] + 2) * max(sigma, 1) <= trans.shape[0]
+    mask = 0
+    if dense:
+        _build_dense(a, ws, sigma)
+    else:
+        mask = _build_hashed(a, ws)
+    res = _match(b, pw, ws, mask, sigma, dense)
+    for t in range(sigma):
+        loc[alphabet[t]] = -1
+    return res
 
 
 def _prefix(weights: np.ndarray) -> np.ndarray:
@@ -268,7 +364,8 @@ def heaviest_common_substring(a: str, b: str, rule: str = WEIGHTED) -> CommonSub
     """Heaviest (and longest) common substring of two strings under ``rule``'s character weights."""
     ca, cb = codepoints(a), codepoints(b)
     pw = _prefix(char_weight_table(rule)[cb].astype(np.int64))
-    return CommonSubstring(*common_substring_kernel(ca, cb, pw, new_workspace(len(ca))))
+    size = 1 << max(len(ca) - 1, 0).bit_length()
+    return CommonSubstring(*common_substring_kernel(ca, cb, pw, _shared_workspace(size)))
 
 
 def common_substring_reference(a: str, b: str, rule: str = WEIGHTED) -> CommonSubstring:

@@ -202,8 +202,9 @@ def read_delimited(path: Path, config: ReaderConfig, delimiter: str) -> Iterator
     csv.field_size_limit(min(sys.maxsize, max(config.max_doc_bytes * 2, 1 << 20)))
     with _open_binary(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
-        quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE  # TSV quotes are literal text
-        reader = csv.DictReader(text, delimiter=delimiter, quoting=quoting)
+        # Quoted fields are parsed in TSV too (exports quote fields holding tabs or quotes); a quote
+        # inside an unquoted field stays literal text.
+        reader = csv.DictReader(text, delimiter=delimiter)
         if reader.fieldnames is None:
             return
         if config.text_field not in reader.fieldnames:

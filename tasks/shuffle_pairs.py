@@ -52,6 +52,10 @@ class ShuffleConfig:
     threads: int = 0  # DuckDB threads per sort (0: all cores)
     batch_size: int = 256  # for the false-negative measurement (pairs of one document in one batch)
 
+    def output_fields(self) -> dict[str, int]:
+        """What the output bytes depend on: partitions, memory and threads only change how it is computed."""
+        return {k: getattr(self, k) for k in ("seed", "rows_per_shard", "row_group_rows", "batch_size")}
+
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
@@ -220,7 +224,9 @@ class _Dedup:
         return table.filter(first)
 
 
-def write_bucket_shards(work: Path, out_dir: Path, partitions: int, config: ShuffleConfig) -> dict[str, int]:
+def write_bucket_shards(
+    work: Path, out_dir: Path, partitions: int, config: ShuffleConfig, schema: pa.Schema | None = None
+) -> dict[str, float]:
     """Phase 3: stream the sorted partitions in order and cut `short/` and `long/` shards.
 
     Shard k of a bucket always holds rows k*rows_per_shard... of that bucket's global order,
@@ -260,6 +266,10 @@ def write_bucket_shards(work: Path, out_dir: Path, partitions: int, config: Shuf
                     flush(bucket)
     for bucket in BUCKETS:
         flush(bucket, final=True)
+        if index[bucket] == 0 and schema is not None:  # an empty bucket still gets one empty shard for its readers
+            if not shard_done(out_dir, 0, bucket):
+                write_shard(out_dir, 0, schema.empty_table(), table_name=bucket)
+            index[bucket] = 1
     stats = {f"rows_{b}": rows[b] for b in BUCKETS} | {f"shards_{b}": index[b] for b in BUCKETS}
     stats |= {"rows_out": sum(rows.values()), "duplicate_same_document": dedup.same_document}
     stats |= {"duplicate_across_documents": dedup.across_documents}
@@ -314,12 +324,24 @@ def shuffle_all(in_shards: list[Path], out_dir: Path, config: ShuffleConfig, spi
     """All three phases in this process (the single-machine path); returns summed counts."""
     sweep_temporaries(out_dir)
     work = out_dir / WORK_DIR
-    partitions = config.partitions or choose_partitions(uncompressed_bytes(in_shards), config.memory_limit)
+    partitions = partitions_for(in_shards, config)
     for i, path in enumerate(in_shards):
         partition_shard(path, i, work, config, partitions)
     stats: dict[str, float] = {"partitions": partitions}
     for p in range(partitions):
         for key, value in sort_partition(p, work, config, spill).items():
             stats[key] = stats.get(key, 0) + value
-    stats.update(write_bucket_shards(work, out_dir, partitions, config))
+    stats.update(write_bucket_shards(work, out_dir, partitions, config, shard_schema(in_shards)))
     return stats
+
+
+def shard_schema(in_shards: list[Path]) -> pa.Schema | None:
+    """The output schema: the pairs columns plus `shuffle_key`."""
+    if not in_shards:
+        return None
+    schema = pq.read_schema(in_shards[0]).remove_metadata()
+    return schema.append(pa.field("shuffle_key", pa.uint64()))
+
+
+def partitions_for(in_shards: list[Path], config: ShuffleConfig) -> int:
+    return config.partitions or choose_partitions(uncompressed_bytes(in_shards), config.memory_limit)

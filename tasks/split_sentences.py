@@ -12,12 +12,9 @@ Rules, in order:
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import re
 import unicodedata
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,27 +165,7 @@ def split_all(
     workers: int | None = None,
     on_shard: Callable[[dict[str, int]], None] | None = None,
 ) -> None:
-    """Split every documents shard whose sentences shard is not done yet, on all cores.
+    """Split every documents shard whose sentences shard is not done yet, on all cores."""
+    from tasks.map_shards import map_shards
 
-    Shard `i` in gives shard `i` out, so the result does not depend on scheduling. Workers
-    are spawned (not forked): forking a process that runs Prefect's and Arrow's threads can
-    deadlock.
-    """
-    from storage.shards import shard_done, sweep_temporaries
-
-    sweep_temporaries(out_dir)
-    pending = [(i, p) for i, p in enumerate(in_shards) if not shard_done(out_dir, i)]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(pending)))
-    if workers == 1:
-        for i, p in pending:
-            stats = split_shard(str(p), str(out_dir), i, config)
-            if on_shard:
-                on_shard(stats)
-        return
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [pool.submit(split_shard, str(p), str(out_dir), i, config) for i, p in pending]
-        for future in as_completed(futures):
-            stats = future.result()
-            if on_shard:
-                on_shard(stats)
+    map_shards(split_shard, in_shards, out_dir, config, workers, on_shard)

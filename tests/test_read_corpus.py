@@ -66,9 +66,9 @@ def test_csv_and_tsv(tmp_path):
         ("T2", "plain", f"{csv_path}:4"),
     ]
     tsv_path = tmp_path / "so.tsv"
-    tsv_path.write_text('text\ttags\nHow to "quote" in c#?\tc#\n', encoding="utf-8")
+    tsv_path.write_text('text\ttags\nHow to "quote" in c#?\tc#\n"Use ""tabs""\tin text?"\tcsv\n', encoding="utf-8")
     records, _ = split_items(read_corpus(tsv_path, ReaderConfig(title_field="")))
-    assert [r.text for r in records] == ['How to "quote" in c#?']
+    assert [r.text for r in records] == ['How to "quote" in c#?', 'Use "tabs"\tin text?']
 
 
 def test_text_folder_rejects_binary_and_bad_utf8(tmp_path):

@@ -14,7 +14,14 @@ import pyarrow.parquet as pq
 from storage.catalog import latest_tables, refresh_catalog
 from storage.fingerprint import canonical_json, file_signature, fingerprint
 from storage.manifest import is_complete, write_manifest
-from storage.shards import finished_shards, shard_done, sum_shard_stats, sweep_temporaries, write_shard, write_shard_stats
+from storage.shards import (
+    finished_shards,
+    shard_done,
+    sum_shard_stats,
+    sweep_temporaries,
+    write_shard,
+    write_shard_stats,
+)
 from tasks.ingest_documents import IngestConfig
 from tasks.read_corpus import ReaderConfig
 from tests.conftest import REPO

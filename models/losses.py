@@ -1,0 +1,82 @@
+"""GUR's losses: symmetric in-batch InfoNCE between the two sentences of each pair, and LM + alpha * CL."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+TEMPERATURE = 0.1
+
+
+def compute_loss_from_embeddings(a: Tensor, b: Tensor, temperature: float = TEMPERATURE) -> Tensor:
+    """Symmetric in-batch InfoNCE (CLIP's loss with a fixed temperature), GUR eq. (2).
+
+    `a` and `b` are (N, D) L2-normalised embeddings; row i of `a` and row i of `b` are a
+    positive pair and the other N-1 rows of the other side are its negatives. Convention:
+    logits = (a @ b.T) / temperature, i.e. cosine similarity divided by the temperature
+    (0.1 multiplies cosines by 10), and
+
+        loss = (CE(logits, arange(N)) + CE(logits.T, arange(N))) / 2
+
+    No a-a or b-b negatives (as in CLIP and the reference code). Identical rows give log N;
+    orthonormal aligned pairs give log(1 + (N-1) e^(-1/temperature)), about 0.
+    """
+    logits = a @ b.T / temperature  # (N, N)
+    target = torch.arange(a.shape[0], device=a.device)
+    return (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+
+
+def in_batch_accuracy(a: Tensor, b: Tensor) -> float:
+    """Fraction of rows i whose nearest `b` row (by dot product) is b_i, averaged over both directions."""
+    sim = a @ b.T  # (N, N)
+    target = torch.arange(a.shape[0], device=a.device)
+    hits = (sim.argmax(dim=1) == target).float().mean() + (sim.argmax(dim=0) == target).float().mean()
+    return float(hits) / 2
+
+
+def chance_accuracy(n: int) -> float:
+    return 1.0 / n
+
+
+def uniform_loss(n: int) -> float:
+    """InfoNCE when all logits are equal (identical embeddings): log N."""
+    return math.log(n)
+
+
+class GurLoss(nn.Module):
+    """LM + alpha * CL for one batch; `objective` is `lm+cl`, `cl` or `lm`.
+
+    The batch holds 2N masked sentences, the N `a` sides then the N `b` sides (see
+    `models.pair_data.collate`); the CL loss compares the projections of the two halves.
+    """
+
+    def __init__(self, model: nn.Module, objective: str = "lm+cl", alpha: float = 1.0, temperature: float = TEMPERATURE):
+        super().__init__()
+        if objective not in ("lm+cl", "cl", "lm"):
+            raise ValueError(f"unknown objective {objective!r}")
+        self.model = model
+        self.objective = objective
+        self.alpha = alpha
+        self.temperature = temperature
+
+    def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        use_lm = self.objective in ("lm+cl", "lm")
+        use_cl = self.objective in ("lm+cl", "cl")
+        out = self.model(
+            batch["input_ids"], batch["attention_mask"], labels=batch["labels"] if use_lm else None, embed=use_cl
+        )
+        parts: dict[str, Tensor] = {}
+        loss = torch.zeros((), device=batch["input_ids"].device)
+        if use_lm:
+            parts["lm"] = out["lm_loss"]
+            loss = loss + out["lm_loss"]
+        if use_cl:
+            emb = out["embeddings"].float()  # (2N, D)
+            a, b = emb.chunk(2)
+            parts["cl"] = compute_loss_from_embeddings(a, b, self.temperature)
+            parts["acc"] = torch.tensor(in_batch_accuracy(a.detach(), b.detach()))
+            loss = loss + self.alpha * parts["cl"]
+        return loss, parts

@@ -1,0 +1,889 @@
+"""Which sentence pairs of a document share a long enough common substring, found through an index.
+
+Rule. Every character has a non-negative integer weight (``lcs_automaton.char_weight_table``);
+a pair qualifies when its heaviest common substring weighs at least ``hi``, or at least ``lo``
+when either sentence is *small* (weighted rule: the sentence weighs <= ``small_weight``; letters
+rule with k by length: the sentence has fewer than ``short_chars`` characters).
+
+Index. For a threshold ``W`` the *weighted gram* at a start position ``i`` (with weight > 0) is
+the shortest substring starting at ``i`` that weighs >= ``W``. Two sentences share a weighted
+gram if and only if their heaviest common substring weighs >= ``W``: a shared gram is a common
+substring of weight >= W; conversely, strip zero-weight characters from the front of a common
+substring ``s`` of weight >= W, and the gram at its start is the shortest prefix of ``s``
+reaching W, the same string in both sentences. Grams are keyed by a rolling hash *and* their
+content (colliding hashes are compared character by character), so posting lists are exact and
+the candidate set equals brute force; the automaton is run only on pairs about to be kept, to
+fill in the ``lcs`` columns (and re-checks the threshold, counting ``below_threshold``, which
+stays 0). For two thresholds, a ``hi`` index serves every pair and a ``lo`` index adds pairs
+with at least one small sentence. The letters rule uses the same grams with weights 0/1, which
+is exact, unlike k-grams over the letter sequence (which would also match across spaces).
+
+Stop-grams. With ``stop_gram_limit`` set, a gram whose posting list is longer than the limit is
+ignored (counted in ``stop_grams``): this bounds the work on boilerplate-heavy documents and is
+the one place where the result may differ from brute force. Off (None) by default.
+
+Caps (GUR's). A content sentence is used in at most ``repeat`` pairs (title pairs included), a
+title in at most ``title_quota`` pairs, a document yields at most ``doc_cap_factor * n`` pairs.
+Titles pick partners first, then content sentences in a seeded random order; each visited
+sentence takes its qualifying partners in a seeded random order (a hash of seed, document and
+the two sentence ids), skipping partners without uses left. Only the visited sentence's
+partner set is built, never the list of all pairs. Rule ``none`` (the paper's GUR-LCS ablation)
+pairs sentences at random under the same caps: the title takes random partners, then
+``repeat`` rounds pair neighbours in a seeded shuffle of the sentences with uses left.
+
+``select_pairs`` / ``qualifying_pairs`` are the fast paths (numba); ``reference_select`` /
+``reference_qualifying`` are brute-force Python versions for tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+import xxhash
+
+from tasks.lcs_automaton import (
+    LETTERS,
+    WEIGHTED,
+    char_weight_table,
+    common_substring_kernel,
+    common_substring_reference,
+    new_workspace,
+)
+
+RULES = ("weighted", "letters", "none")
+
+COUNTERS = (
+    "candidates_checked",
+    "below_threshold",
+    "repeat_cap",
+    "doc_cap",
+    "stop_grams",
+    "identical",
+    "docs_without_pairs",
+)
+_CHECKED, _BELOW, _REPEAT, _DOCCAP, _STOP, _IDENT, _EMPTY = range(len(COUNTERS))
+
+_M64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_PAIR_SALT = 0x5851F42D4C957F2D
+_HASH_BASE = 0x100000001B3
+
+
+@dataclass(frozen=True)
+class PairConfig:
+    """How pairs are chosen. Defaults are GUR's code with integer weights (see module doc)."""
+
+    rule: str = "weighted"
+    min_weight: int = 30  # weighted rule: heaviest common substring >= this ...
+    min_weight_small: int = 20  # ... or >= this when either sentence is small
+    small_weight: int = 150  # weighted rule: a sentence weighing <= this is small
+    letters_k: int = 3  # letters rule: common letters >= k ...
+    letters_k_short: int = 2  # ... or >= this when either sentence is shorter than short_chars
+    letters_k_by_length: bool = True  # off: letters_k for every pair
+    short_chars: int = 64  # k-by-length boundary (norm chars); also the 'short' bucket boundary (text chars)
+    repeat: int = 2  # pairs per content sentence
+    title_quota: int = 3  # pairs per title sentence
+    doc_cap_factor: int = 2  # pairs per document <= factor * sentences in the document
+    seed: int = 0
+    stop_gram_limit: int | None = None  # ignore grams shared by more sentences than this; None: exact
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
+        hi, lo = self.thresholds()
+        if not 1 <= lo <= hi:
+            raise ValueError(f"thresholds must satisfy 1 <= small-sentence threshold <= threshold, got {lo}, {hi}")
+        for name in ("repeat", "title_quota", "doc_cap_factor", "short_chars"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if self.stop_gram_limit is not None and self.stop_gram_limit < 1:
+            raise ValueError("stop_gram_limit must be >= 1 or None")
+
+    @property
+    def weight_rule(self) -> str:
+        """Character weights for matching and for the ``lcs`` columns (``none`` reports weighted)."""
+        return LETTERS if self.rule == "letters" else WEIGHTED
+
+    def thresholds(self) -> tuple[int, int]:
+        """(threshold, threshold when either sentence is small)."""
+        if self.rule == "letters":
+            return self.letters_k, (self.letters_k_short if self.letters_k_by_length else self.letters_k)
+        return self.min_weight, self.min_weight_small
+
+    def is_small(self, total_weight: np.ndarray, n_chars: np.ndarray) -> np.ndarray:
+        """Which sentences get the lower threshold."""
+        if self.rule == "letters":
+            if not self.letters_k_by_length:
+                return np.zeros(len(n_chars), dtype=bool)
+            return np.asarray(n_chars) < self.short_chars
+        return np.asarray(total_weight) <= self.small_weight
+
+
+@dataclass(frozen=True)
+class SentenceArrays:
+    """A sentences table as flat arrays: the narrow boundary of the compiled kernels.
+
+    Rows are grouped by document (``doc_bounds`` are row offsets); ``char_offsets`` index
+    ``codes`` (code points of the normalized text) per row.
+    """
+
+    codes: np.ndarray  # int32, all norm texts concatenated
+    char_offsets: np.ndarray  # int64, rows + 1
+    doc_bounds: np.ndarray  # int64, documents + 1
+    doc_keys: np.ndarray  # uint64 per document: xxh64 of the doc_id
+    sent_ids: np.ndarray  # int32 per row
+    is_title: np.ndarray  # bool per row
+
+    @classmethod
+    def from_documents(cls, docs: Sequence[tuple[str, Sequence[tuple[int, bool, str]]]]) -> SentenceArrays:
+        """Build from ``[(doc_id, [(sent_id, is_title, norm), ...]), ...]`` (tests, benchmarks)."""
+        norms = [s[2] for _, sents in docs for s in sents]
+        lens = np.array([len(t) for t in norms], dtype=np.int64)
+        offsets = np.zeros(len(norms) + 1, np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        joined = "".join(norms)
+        codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int32)
+        bounds = np.zeros(len(docs) + 1, np.int64)
+        np.cumsum([len(sents) for _, sents in docs], out=bounds[1:])
+        return cls(
+            codes=codes,
+            char_offsets=offsets,
+            doc_bounds=bounds,
+            doc_keys=doc_keys([d for d, _ in docs]),
+            sent_ids=np.array([s[0] for _, sents in docs for s in sents], dtype=np.int32),
+            is_title=np.array([s[1] for _, sents in docs for s in sents], dtype=bool),
+        )
+
+    @property
+    def max_len(self) -> int:
+        return int(np.diff(self.char_offsets).max(initial=0))
+
+
+def doc_keys(doc_ids: Sequence[str]) -> np.ndarray:
+    """Per-document seed material: the same document gets the same random choices in any table."""
+    return np.array([xxhash.xxh64_intdigest(d.encode("utf-8")) for d in doc_ids], dtype=np.uint64)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Chosen pairs as row indices into the sentences table plus their common substrings.
+
+    ``a_row`` is the title for title pairs, else the row with the smaller ``sent_id``; the
+    substring fields follow ``CommonSubstring`` (positions in code points of the norm texts).
+    """
+
+    a_row: np.ndarray
+    b_row: np.ndarray
+    is_title_pair: np.ndarray
+    match: np.ndarray  # int64 (pairs, 7): a_start, b_start, length, weight, longest a_start, b_start, length
+    counts: dict[str, int]
+
+    def rows(self) -> list[tuple[int, ...]]:
+        """Comparable plain tuples, in output order."""
+        return [
+            (int(a), int(b), bool(t), *map(int, m))
+            for a, b, t, m in zip(self.a_row, self.b_row, self.is_title_pair, self.match, strict=True)
+        ]
+
+
+def _weights_and_prefix(arrays: SentenceArrays, config: PairConfig) -> tuple[np.ndarray, np.ndarray]:
+    w = char_weight_table(config.weight_rule)[arrays.codes]
+    pw = np.zeros(len(w) + 1, np.int64)
+    np.cumsum(w, out=pw[1:])
+    return w, pw
+
+
+def _small_flags(arrays: SentenceArrays, pw: np.ndarray, config: PairConfig) -> np.ndarray:
+    off = arrays.char_offsets
+    return config.is_small(pw[off[1:]] - pw[off[:-1]], np.diff(off))
+
+
+def _hash_powers(n: int) -> np.ndarray:
+    out = np.empty(n + 1, np.uint64)
+    x = 1
+    for i in range(n + 1):
+        out[i] = x
+        x = (x * _HASH_BASE) & _M64
+    return out
+
+
+def _kernel_args(arrays: SentenceArrays, config: PairConfig) -> tuple:
+    w, pw = _weights_and_prefix(arrays, config)
+    small = _small_flags(arrays, pw, config)
+    hi, lo = config.thresholds()
+    return (
+        arrays.codes,
+        w,
+        pw,
+        arrays.char_offsets,
+        arrays.doc_bounds,
+        arrays.is_title,
+        arrays.sent_ids,
+        arrays.doc_keys,
+        small,
+        hi,
+        lo,
+        config.stop_gram_limit or 0,
+        _hash_powers(arrays.max_len + 1),
+    )
+
+
+def select_pairs(arrays: SentenceArrays, config: PairConfig) -> Selection:
+    """Pick the pairs of every document (index, caps, automaton) in one compiled pass."""
+    args = _kernel_args(arrays, config)
+    a, b, t, m, counts = _select_table(
+        *args,
+        config.rule == "none",
+        config.repeat,
+        config.title_quota,
+        config.doc_cap_factor,
+        np.uint64(config.seed & _M64),
+        new_workspace(arrays.max_len),
+    )
+    return Selection(a, b, t, m, dict(zip(COUNTERS, map(int, counts), strict=True)))
+
+
+def qualifying_pairs(arrays: SentenceArrays, config: PairConfig) -> tuple[np.ndarray, int]:
+    """Every qualifying pair of every document (no caps) as sorted row pairs (i < j), and the stop-gram count.
+
+    Title-title pairs are excluded, as in the stage. For tests and benchmarks; the stage never
+    builds this list.
+    """
+    if config.rule == "none":
+        raise ValueError("rule 'none' has no qualifying set")
+    pairs, n_stop = _qualifying_table(*_kernel_args(arrays, config))
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    return pairs[order], int(n_stop)
+
+
+@nb.njit(cache=True, inline="always")
+def _mix(x):
+    """splitmix64 finaliser."""
+    z = x + np.uint64(_GOLDEN)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _mix_py(x: int) -> int:
+    z = (x + _GOLDEN) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+@nb.njit(cache=True, inline="always")
+def _u32(x):
+    return np.uint64(np.int64(x) & 0xFFFFFFFF)
+
+
+@nb.njit(cache=True)
+def _doc_base(seed, key):
+    return _mix(key ^ _mix(seed))
+
+
+@nb.njit(cache=True)
+def _prio_sent(base, sid):
+    return _mix(base + _u32(sid))
+
+
+@nb.njit(cache=True)
+def _prio_pair(base, sx, sy):
+    if sx > sy:
+        sx, sy = sy, sx
+    return _mix(_mix(base ^ np.uint64(_PAIR_SALT)) + ((_u32(sx) << np.uint64(32)) | _u32(sy)))
+
+
+@nb.njit(cache=True)
+def _prio_round(base, r, sid):
+    return _mix(_mix(base ^ (np.uint64(r + 1) * np.uint64(_GOLDEN))) + _u32(sid))
+
+
+def _doc_base_py(seed: int, key: int) -> int:
+    return _mix_py(key ^ _mix_py(seed & _M64))
+
+
+def _prio_sent_py(base: int, sid: int) -> int:
+    return _mix_py((base + (sid & 0xFFFFFFFF)) & _M64)
+
+
+def _prio_pair_py(base: int, sx: int, sy: int) -> int:
+    sx, sy = min(sx, sy), max(sx, sy)
+    return _mix_py((_mix_py(base ^ _PAIR_SALT) + (((sx & 0xFFFFFFFF) << 32) | (sy & 0xFFFFFFFF))) & _M64)
+
+
+def _prio_round_py(base: int, r: int, sid: int) -> int:
+    return _mix_py((_mix_py(base ^ (((r + 1) * _GOLDEN) & _M64)) + (sid & 0xFFFFFFFF)) & _M64)
+
+
+@nb.njit(cache=True)
+def _build_index(codes, w, off, r0, n, W, hpow, limit, small, small_side):
+    """Posting lists of the weighted grams (threshold ``W``) of rows r0 .. r0+n-1.
+
+    Returns (post_ptr, post_sid, sent_lo, sent_hi, sent_grp, n_small, n_stop): group g's
+    sentences (local ids) are post_sid[post_ptr[g]:post_ptr[g+1]], sentence s's groups are
+    sent_grp[sent_lo[s]:sent_hi[s]]. With ``small_side`` (the index for the small-sentence
+    threshold, whose pairs always involve a small sentence) only grams of small sentences
+    open groups, other sentences join existing groups only, and each posting list holds its
+    ``n_small[g]`` small sentences first.
+    """
+    total = off[r0 + n] - off[r0]
+    slots = 1
+    while slots < 2 * total + 2:
+        slots *= 2
+    mask = slots - 1
+    slot_grp = np.full(slots, -1, np.int32)
+    g_hash = np.empty(total, np.uint64)
+    g_start = np.empty(total, np.int64)
+    g_len = np.empty(total, np.int64)
+    g_last = np.empty(total, np.int32)
+    g_cnt = np.zeros(total, np.int32)
+    g_small = np.zeros(total, np.int32)
+    pg = np.empty(total, np.int32)
+    ps = np.empty(total, np.int32)
+    sent_lo = np.zeros(n, np.int64)
+    sent_hi = np.zeros(n, np.int64)
+    maxlen = 0
+    for s in range(n):
+        maxlen = max(maxlen, off[r0 + s + 1] - off[r0 + s])
+    H = np.empty(maxlen + 1, np.uint64)
+    base = np.uint64(_HASH_BASE)
+    ng = 0
+    npost = 0
+    for phase in range(2 if small_side else 1):
+        for s in range(n):
+            if small_side and small[s] != (phase == 0):
+                continue
+            opens = phase == 0
+            sent_lo[s] = npost
+            a = off[r0 + s]
+            b = off[r0 + s + 1]
+            H[0] = np.uint64(0)
+            for t in range(b - a):
+                H[t + 1] = H[t] * base + np.uint64(codes[a + t] + 1)
+            e = a
+            acc = 0
+            for i in range(a, b):
+                while e < b and acc < W:
+                    acc += w[e]
+                    e += 1
+                if acc < W:
+                    break
+                if w[i] > 0:
+                    glen = e - i
+                    h = _mix((H[e - a] - H[i - a] * hpow[glen]) ^ np.uint64(glen))
+                    k = np.int64(h >> np.uint64(32)) & mask
+                    g = -1
+                    while True:
+                        cand = slot_grp[k]
+                        if cand == -1:
+                            break
+                        if g_hash[cand] == h and g_len[cand] == glen:
+                            st = g_start[cand]
+                            same = True
+                            for t in range(glen):
+                                if codes[st + t] != codes[i + t]:
+                                    same = False
+                                    break
+                            if same:
+                                g = cand
+                                break
+                        k = (k + 1) & mask
+                    if g == -1 and opens:
+                        g = ng
+                        ng += 1
+                        slot_grp[k] = g
+                        g_hash[g] = h
+                        g_start[g] = i
+                        g_len[g] = glen
+                        g_last[g] = -1
+                    if g != -1 and g_last[g] != s:
+                        g_last[g] = s
+                        g_cnt[g] += 1
+                        if small[s]:
+                            g_small[g] += 1
+                        pg[npost] = g
+                        ps[npost] = s
+                        npost += 1
+                acc -= w[i]
+            sent_hi[s] = npost
+    post_ptr = np.zeros(ng + 1, np.int64)
+    n_stop = 0
+    for g in range(ng):
+        post_ptr[g + 1] = post_ptr[g] + g_cnt[g]
+        if limit > 0 and g_cnt[g] > limit:
+            n_stop += 1
+    fill = post_ptr[:-1].copy()
+    post_sid = np.empty(npost, np.int32)
+    for p in range(npost):
+        g = pg[p]
+        post_sid[fill[g]] = ps[p]
+        fill[g] += 1
+    return post_ptr, post_sid, sent_lo, sent_hi, pg[:npost], g_small[:ng], n_stop
+
+
+@nb.njit(cache=True)
+def _collect_from(idx, i, only_small, small, is_title, allow_title, limit, mark, stamp, out, k):
+    post_ptr, post_sid, sent_lo, sent_hi, sent_grp, n_small, _ = idx
+    for p in range(sent_lo[i], sent_hi[i]):
+        g = sent_grp[p]
+        lo_, hi_ = post_ptr[g], post_ptr[g + 1]
+        if limit > 0 and hi_ - lo_ > limit:
+            continue
+        if only_small:
+            hi_ = lo_ + n_small[g]
+        for q in range(lo_, hi_):
+            j = post_sid[q]
+            if mark[j] == stamp:
+                continue
+            mark[j] = stamp
+            if not allow_title and is_title[j]:
+                continue
+            out[k] = j
+            k += 1
+    return k
+
+
+@nb.njit(cache=True)
+def _collect(i, idx_hi, idx_lo, use_lo, small, is_title, allow_title, limit, mark, stamp, out):
+    """Qualifying partners of local sentence i not yet stamped (caller stamps i and exclusions)."""
+    k = _collect_from(idx_hi, i, False, small, is_title, allow_title, limit, mark, stamp, out, 0)
+    if use_lo:
+        k = _collect_from(idx_lo, i, not small[i], small, is_title, allow_title, limit, mark, stamp, out, k)
+    return k
+
+
+@nb.njit(cache=True)
+def _same_text(codes, off, x, y):
+    lx = off[x + 1] - off[x]
+    if lx != off[y + 1] - off[y]:
+        return False
+    ax, ay = off[x], off[y]
+    for t in range(lx):
+        if codes[ax + t] != codes[ay + t]:
+            return False
+    return True
+
+
+@nb.njit(cache=True)
+def _match(codes, pw, off, x, y, ws):
+    """Common substring with the automaton of row x, queried with row y."""
+    res = common_substring_kernel(
+        codes[off[x] : off[x + 1]], codes[off[y] : off[y + 1]], pw[off[y] : off[y + 1] + 1], ws
+    )
+    return res
+
+
+@nb.njit(cache=True)
+def _doc_indexes(codes, w, off, d0, n, small, hi, lo, limit, hpow):
+    small_l = small[d0 : d0 + n]
+    idx_hi = _build_index(codes, w, off, d0, n, hi, hpow, limit, small_l, False)
+    use_lo = False
+    if lo < hi:
+        for s in range(n):
+            if small_l[s]:
+                use_lo = True
+                break
+    if use_lo:
+        idx_lo = _build_index(codes, w, off, d0, n, lo, hpow, limit, small_l, True)
+    else:
+        idx_lo = idx_hi
+    return idx_hi, idx_lo, use_lo
+
+
+@nb.njit(cache=True)
+def _qualifying_table(codes, w, pw, off, bounds, is_title, sids, keys, small, hi, lo, limit, hpow):
+    cap = 1024
+    out = np.empty((cap, 2), np.int64)
+    k_out = 0
+    n_stop = 0
+    for d in range(bounds.shape[0] - 1):
+        d0 = bounds[d]
+        n = bounds[d + 1] - d0
+        if n < 2:
+            continue
+        idx_hi, idx_lo, use_lo = _doc_indexes(codes, w, off, d0, n, small, hi, lo, limit, hpow)
+        n_stop += idx_hi[6] + (idx_lo[6] if use_lo else 0)
+        small_l = small[d0 : d0 + n]
+        title_l = is_title[d0 : d0 + n]
+        mark = np.full(n, -1, np.int64)
+        buf = np.empty(n, np.int64)
+        for i in range(n):
+            mark[i] = i
+            k = _collect(i, idx_hi, idx_lo, use_lo, small_l, title_l, not title_l[i], limit, mark, i, buf)
+            for t in range(k):
+                j = buf[t]
+                if j > i:
+                    if k_out == cap:
+                        cap *= 2
+                        bigger = np.empty((cap, 2), np.int64)
+                        bigger[:k_out] = out[:k_out]
+                        out = bigger
+                    out[k_out, 0] = d0 + i
+                    out[k_out, 1] = d0 + j
+                    k_out += 1
+    return out[:k_out], n_stop
+
+
+@nb.njit(cache=True)
+def _pop_min(buf, k, base, sids, d0, i):
+    """Remove and return the partner of i with the smallest (pair priority, local id)."""
+    best = 0
+    bp = _prio_pair(base, sids[d0 + i], sids[d0 + buf[0]])
+    for t in range(1, k):
+        p = _prio_pair(base, sids[d0 + i], sids[d0 + buf[t]])
+        if p < bp or (p == bp and buf[t] < buf[best]):
+            best = t
+            bp = p
+    j = buf[best]
+    buf[best] = buf[k - 1]
+    return j
+
+
+@nb.njit(cache=True)
+def _select_table(
+    codes, w, pw, off, bounds, is_title, sids, keys, small, hi, lo, limit, hpow,
+    rule_none, repeat, title_quota, cap_factor, seed, ws,
+):  # fmt: skip
+    n_rows = is_title.shape[0]
+    out_cap = cap_factor * n_rows + 1
+    out_a = np.empty(out_cap, np.int64)
+    out_b = np.empty(out_cap, np.int64)
+    out_t = np.zeros(out_cap, np.bool_)
+    out_m = np.empty((out_cap, 7), np.int64)
+    counts = np.zeros(7, np.int64)
+    k_out = 0
+    max_deg = max(repeat, title_quota, 1)
+    for d in range(bounds.shape[0] - 1):
+        d0 = bounds[d]
+        n = bounds[d + 1] - d0
+        base = _doc_base(seed, keys[d])
+        cap = cap_factor * n
+        n_doc = 0
+        capped = False
+        uses = np.empty(n, np.int64)
+        for s in range(n):
+            uses[s] = 0 if is_title[d0 + s] else repeat
+        adj = np.empty((n, max_deg), np.int64)
+        adj_n = np.zeros(n, np.int64)
+        mark = np.full(n, -1, np.int64)
+        buf = np.empty(n, np.int64)
+        small_l = small[d0 : d0 + n]
+        title_l = is_title[d0 : d0 + n]
+        stamp = 0
+        if not rule_none:
+            idx_hi, idx_lo, use_lo = _doc_indexes(codes, w, off, d0, n, small, hi, lo, limit, hpow)
+            counts[_STOP] += idx_hi[6] + (idx_lo[6] if use_lo else 0)
+        else:
+            idx_hi = idx_lo = _build_index(codes, w, off, d0, 0, hi, hpow, limit, small, False)
+            use_lo = False
+        # Titles first.
+        for t in range(n):
+            if not title_l[t] or capped:
+                continue
+            if rule_none:
+                k = 0
+                for j in range(n):
+                    if not title_l[j]:
+                        buf[k] = j
+                        k += 1
+            else:
+                stamp += 1
+                mark[t] = stamp
+                k = _collect(t, idx_hi, idx_lo, use_lo, small_l, title_l, False, limit, mark, stamp, buf)
+            kk = 0
+            for q in range(k):
+                j = buf[q]
+                if _same_text(codes, off, d0 + t, d0 + j):
+                    counts[_IDENT] += 1
+                elif uses[j] == 0:
+                    counts[_REPEAT] += 1
+                else:
+                    buf[kk] = j
+                    kk += 1
+            k = kk
+            taken = 0
+            while taken < title_quota and k > 0:
+                if n_doc >= cap:
+                    capped = True
+                    break
+                j = _pop_min(buf, k, base, sids, d0, t)
+                k -= 1
+                res = _match(codes, pw, off, d0 + t, d0 + j, ws)
+                counts[_CHECKED] += 1
+                if not rule_none:
+                    thr = lo if (use_lo and (small_l[t] or small_l[j])) else hi
+                    if res[3] < thr:
+                        counts[_BELOW] += 1
+                        continue
+                out_a[k_out] = d0 + t
+                out_b[k_out] = d0 + j
+                out_t[k_out] = True
+                for f in range(7):
+                    out_m[k_out, f] = res[f]
+                k_out += 1
+                n_doc += 1
+                taken += 1
+                uses[j] -= 1
+        # Content sentences.
+        n_content = 0
+        for s in range(n):
+            if not title_l[s]:
+                buf[n_content] = s
+                n_content += 1
+        rounds = repeat if rule_none else 1
+        for r in range(rounds):
+            if capped:
+                break
+            order_keys = np.empty(n_content, np.uint64)
+            members = np.empty(n_content, np.int64)
+            m = 0
+            for s in range(n):
+                if title_l[s] or (rule_none and uses[s] == 0):
+                    continue
+                members[m] = s
+                if rule_none:
+                    order_keys[m] = _prio_round(base, r, sids[d0 + s])
+                else:
+                    order_keys[m] = _prio_sent(base, sids[d0 + s])
+                m += 1
+            order = members[:m][np.argsort(order_keys[:m], kind="mergesort")]
+            if rule_none:
+                for p in range(0, m - 1, 2):
+                    x = order[p]
+                    y = order[p + 1]
+                    if n_doc >= cap:
+                        capped = True
+                        break
+                    if _same_text(codes, off, d0 + x, d0 + y):
+                        counts[_IDENT] += 1
+                        continue
+                    dup = False
+                    for q in range(adj_n[x]):
+                        if adj[x, q] == y:
+                            dup = True
+                    if dup:
+                        continue
+                    k_out = _emit_content(
+                        codes, pw, off, sids, d0, x, y, ws, out_a, out_b, out_m, k_out, counts, uses, adj, adj_n
+                    )
+                    n_doc += 1
+                continue
+            for p in range(m):
+                i = order[p]
+                if uses[i] == 0:
+                    continue
+                if n_doc >= cap:
+                    capped = True
+                    break
+                stamp += 1
+                mark[i] = stamp
+                for q in range(adj_n[i]):
+                    mark[adj[i, q]] = stamp
+                k = _collect(i, idx_hi, idx_lo, use_lo, small_l, title_l, False, limit, mark, stamp, buf)
+                kk = 0
+                for q in range(k):
+                    j = buf[q]
+                    if _same_text(codes, off, d0 + i, d0 + j):
+                        counts[_IDENT] += 1
+                    elif uses[j] == 0:
+                        counts[_REPEAT] += 1
+                    else:
+                        buf[kk] = j
+                        kk += 1
+                k = kk
+                while uses[i] > 0 and k > 0:
+                    if n_doc >= cap:
+                        capped = True
+                        break
+                    j = _pop_min(buf, k, base, sids, d0, i)
+                    k -= 1
+                    before = k_out
+                    k_out = _emit_content(
+                        codes, pw, off, sids, d0, i, j, ws, out_a, out_b, out_m, k_out, counts, uses, adj, adj_n,
+                        lo if (use_lo and (small_l[i] or small_l[j])) else hi,
+                    )  # fmt: skip
+                    n_doc += k_out - before
+                if capped:
+                    break
+        if capped:
+            counts[_DOCCAP] += 1
+        if n_doc == 0:
+            counts[_EMPTY] += 1
+    return out_a[:k_out], out_b[:k_out], out_t[:k_out], out_m[:k_out], counts
+
+
+@nb.njit(cache=True)
+def _emit_content(codes, pw, off, sids, d0, x, y, ws, out_a, out_b, out_m, k_out, counts, uses, adj, adj_n, thr=0):
+    """Check and record content pair (x, y) with a = the smaller sent_id (then row); returns the new count."""
+    ax, by = d0 + x, d0 + y
+    if sids[by] < sids[ax] or (sids[by] == sids[ax] and by < ax):
+        ax, by = by, ax
+    res = _match(codes, pw, off, ax, by, ws)
+    counts[_CHECKED] += 1
+    if res[3] < thr:
+        counts[_BELOW] += 1
+        return k_out
+    out_a[k_out] = ax
+    out_b[k_out] = by
+    for f in range(7):
+        out_m[k_out, f] = res[f]
+    uses[x] -= 1
+    uses[y] -= 1
+    adj[x, adj_n[x]] = y
+    adj_n[x] += 1
+    adj[y, adj_n[y]] = x
+    adj_n[y] += 1
+    return k_out + 1
+
+
+def _reference_setup(norms: Sequence[str], arrays: SentenceArrays, config: PairConfig):
+    table = char_weight_table(config.weight_rule)
+    weights = np.array([sum(int(table[ord(c)]) for c in t) for t in norms], dtype=np.int64)
+    small = config.is_small(weights, np.array([len(t) for t in norms], dtype=np.int64))
+    hi, lo = config.thresholds()
+
+    def qualifies(x: int, y: int) -> tuple[bool, tuple[int, ...]]:
+        m = common_substring_reference(norms[x], norms[y], config.weight_rule)
+        thr = lo if (small[x] or small[y]) else hi
+        return m.weight >= thr, tuple(m)
+
+    return qualifies
+
+
+def reference_qualifying(norms: Sequence[str], arrays: SentenceArrays, config: PairConfig) -> np.ndarray:
+    """Brute force: every pair of every document checked with the O(nm) DP."""
+    qualifies = _reference_setup(norms, arrays, config)
+    out = []
+    for d in range(len(arrays.doc_bounds) - 1):
+        d0, d1 = int(arrays.doc_bounds[d]), int(arrays.doc_bounds[d + 1])
+        for x in range(d0, d1):
+            for y in range(x + 1, d1):
+                if arrays.is_title[x] and arrays.is_title[y]:
+                    continue
+                if qualifies(x, y)[0]:
+                    out.append((x, y))
+    return np.array(out, dtype=np.int64).reshape(-1, 2)
+
+
+def reference_select(norms: Sequence[str], arrays: SentenceArrays, config: PairConfig) -> Selection:
+    """The selection of ``select_pairs`` written plainly over brute-force partner sets (no stop-grams)."""
+    qualifies = _reference_setup(norms, arrays, config)
+    none = config.rule == "none"
+    counts = dict.fromkeys(COUNTERS, 0)
+    rows: list[tuple] = []
+    sids = [int(s) for s in arrays.sent_ids]
+
+    def match(x: int, y: int) -> tuple[bool, tuple[int, ...]]:
+        counts["candidates_checked"] += 1
+        if none:
+            return True, tuple(common_substring_reference(norms[x], norms[y], config.weight_rule))
+        ok, m = qualifies(x, y)
+        return ok, m
+
+    def run_doc(d0: int, d1: int, base: int) -> None:
+        n = d1 - d0
+        titles = [r for r in range(d0, d1) if arrays.is_title[r]]
+        content = [r for r in range(d0, d1) if not arrays.is_title[r]]
+        uses = {r: config.repeat for r in content}
+        adj: dict[int, set[int]] = {r: set() for r in content}
+        cap = config.doc_cap_factor * n
+        n_doc = 0
+        capped = False
+
+        def usable(x: int, partners: list[int]) -> list[int]:
+            keep = []
+            for y in partners:
+                if norms[x] == norms[y]:
+                    counts["identical"] += 1
+                elif uses[y] == 0:
+                    counts["repeat_cap"] += 1
+                else:
+                    keep.append(y)
+            return sorted(keep, key=lambda y, x=x: (_prio_pair_py(base, sids[x], sids[y]), y))
+
+        for t in titles:
+            if capped:
+                break
+            partners = content if none else [y for y in content if qualifies(t, y)[0]]
+            taken = 0
+            for y in usable(t, partners):
+                if taken >= config.title_quota:
+                    break
+                if n_doc >= cap:
+                    capped = True
+                    break
+                ok, m = match(t, y)
+                if not ok:
+                    continue
+                rows.append((t, y, True, *m))
+                n_doc += 1
+                taken += 1
+                uses[y] -= 1
+
+        def emit(x: int, y: int) -> None:
+            nonlocal n_doc
+            a, b = (x, y) if (sids[x], x) < (sids[y], y) else (y, x)
+            ok, m = match(a, b)
+            if not ok:
+                return
+            rows.append((a, b, False, *m))
+            n_doc += 1
+            uses[x] -= 1
+            uses[y] -= 1
+            adj[x].add(y)
+            adj[y].add(x)
+
+        if none:
+            for r in range(config.repeat):
+                if capped:
+                    break
+                order = sorted(
+                    (x for x in content if uses[x] > 0), key=lambda x, r=r: (_prio_round_py(base, r, sids[x]), x)
+                )
+                for x, y in zip(order[0::2], order[1::2], strict=False):
+                    if n_doc >= cap:
+                        capped = True
+                        break
+                    if norms[x] == norms[y]:
+                        counts["identical"] += 1
+                    elif y not in adj[x]:
+                        emit(x, y)
+        else:
+            for x in sorted(content, key=lambda x: (_prio_sent_py(base, sids[x]), x)):
+                if uses[x] == 0:
+                    continue
+                if n_doc >= cap:
+                    capped = True
+                    break
+                partners = [y for y in content if y != x and y not in adj[x] and qualifies(x, y)[0]]
+                for y in usable(x, partners):
+                    if uses[x] == 0:
+                        break
+                    if n_doc >= cap:
+                        capped = True
+                        break
+                    emit(x, y)
+                if capped:
+                    break
+        counts["doc_cap"] += capped
+        counts["docs_without_pairs"] += n_doc == 0
+
+    for d in range(len(arrays.doc_bounds) - 1):
+        run_doc(
+            int(arrays.doc_bounds[d]),
+            int(arrays.doc_bounds[d + 1]),
+            _doc_base_py(config.seed, int(arrays.doc_keys[d])),
+        )
+
+    arr = np.array([r[3:] for r in rows], dtype=np.int64).reshape(-1, 7)
+    return Selection(
+        np.array([r[0] for r in rows], dtype=np.int64),
+        np.array([r[1] for r in rows], dtype=np.int64),
+        np.array([r[2] for r in rows], dtype=bool),
+        arr,
+        counts,
+    )

@@ -1,0 +1,75 @@
+"""The shuffle stage as mapped Prefect tasks, for a Dask or Ray task runner spanning machines.
+
+Several tasks in one module because they are the phases of one stage and share its plan;
+each is idempotent through the same markers as the single-machine `shuffle` task and gives
+the same bytes. The data root must be on storage every worker sees.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from storage.layout import data_root, stage_dir
+from storage.manifest import is_complete
+from storage.shards import finished_shards, sweep_temporaries
+from storage.stage_output import ref_dir, stage_ref
+from tasks.shuffle_pairs import (
+    WORK_DIR,
+    ShuffleConfig,
+    partition_shard,
+    partitions_for,
+    shard_schema,
+    sort_partition,
+    write_bucket_shards,
+)
+from tasks.shuffle_task import complete_shuffle, shuffle_fingerprint, spill_dir
+
+
+@task(name="plan-shuffle", cache_policy=NO_CACHE)
+def plan_shuffle(pairs: dict[str, str], config: ShuffleConfig, root: str) -> dict:
+    """Fingerprint, input shards and partition count; `complete` when the stage already exists."""
+    base = data_root(root)
+    fp = shuffle_fingerprint(pairs, config)
+    out = stage_dir(base, "shuffle", fp)
+    shards = [str(p.relative_to(base)) for p in finished_shards(ref_dir(base, pairs))]
+    if not is_complete(out):
+        sweep_temporaries(out)
+    partitions = partitions_for([base / s for s in shards], config) if shards else 1
+    return {
+        "ref": stage_ref("shuffle", fp),
+        "complete": is_complete(out),
+        "inputs": shards,
+        "partitions": partitions,
+        "started": time.time(),
+    }
+
+
+@task(name="partition-pairs", cache_policy=NO_CACHE)
+def partition_pairs(plan: dict, index: int, config: ShuffleConfig, root: str) -> int:
+    base = data_root(root)
+    out = base / plan["ref"]["path"]
+    return partition_shard(base / plan["inputs"][index], index, out / WORK_DIR, config, plan["partitions"])
+
+
+@task(name="sort-partition", cache_policy=NO_CACHE)
+def sort_pairs_partition(plan: dict, p: int, config: ShuffleConfig, root: str) -> dict[str, int]:
+    base = data_root(root)
+    out = base / plan["ref"]["path"]
+    return sort_partition(p, out / WORK_DIR, config, spill_dir(base, plan["ref"]["fingerprint"]) / f"p-{p:05d}")
+
+
+@task(name="write-shards", cache_policy=NO_CACHE)
+def write_shards(plan: dict, pairs: dict[str, str], config: ShuffleConfig, root: str) -> dict[str, str]:
+    base = data_root(root)
+    out = base / plan["ref"]["path"]
+    stats: dict[str, float] = {"partitions": plan["partitions"], "rows_in": 0}
+    for p in range(plan["partitions"]):
+        stats["rows_in"] += json.loads((out / WORK_DIR / "sorted" / f"p-{p:05d}.json").read_text())["rows_in"]
+    schema = shard_schema([base / s for s in plan["inputs"]])
+    stats.update(write_bucket_shards(out / WORK_DIR, out, plan["partitions"], config, schema))
+    complete_shuffle(base, out, plan["ref"]["fingerprint"], pairs, config, stats, plan["started"])
+    return plan["ref"]
