@@ -251,9 +251,9 @@ def write_bucket_shards(
 
     for p in range(partitions):
         path = work / "sorted" / f"p-{p:05d}.parquet"
-        pf = pq.ParquetFile(path)
-        if pf.metadata.num_rows == 0:
+        if not path.exists():  # no pair fell into this key range
             continue
+        pf = pq.ParquetFile(path)
         for batch in pf.iter_batches(batch_size=config.row_group_rows):
             table = dedup(pa.Table.from_batches([batch]))
             for bucket in BUCKETS:

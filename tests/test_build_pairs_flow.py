@@ -43,19 +43,32 @@ def test_flow_writes_tables_caches_and_heals(tmp_path, corpus):
     root = tmp_path / "data"
     state = build_pairs(input_path=str(corpus), root=str(root), workers=1, return_state=True)
     result = state.result()
-    assert task_states(state) == {"ingest": "Completed", "split": "Completed", "update-catalog": "Completed"}
+    assert set(task_states(state).values()) == {"Completed"}
+    assert set(task_states(state)) == {"ingest", "split", "pair", "shuffle", "update-catalog"}
     con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
     assert con.execute("SELECT count(*) FROM documents").fetchone() == (2,)
     assert con.execute("SELECT reason FROM rejects").fetchall() == [("empty_text",)]
     sentences = con.execute("SELECT text FROM sentences ORDER BY doc_id, sent_id").fetchall()
     con.close()
     assert ("模型需要数据。",) in sentences and ("Edges link nodes.",) in sentences
+    con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
+    shards = con.execute("SELECT a, b, lcs, bucket FROM shards ORDER BY shuffle_key").fetchall()
+    con.close()
+    # "a graph has " weighs 8 letters * 3 + 3 spaces... = 30 (kept); "graph" in the title only 15.
+    # "数据" and "模型" weigh 20, enough between short sentences (total weight <= 150).
+    assert sorted(shards) == [
+        ("A graph has nodes.", "A graph has edges.", "a graph has ", "short"),
+        ("模型", "模型需要数据。", "模型", "short"),
+        ("模型需要数据。", "数据来自文档！", "数据", "short"),
+    ]
     manifest = json.loads((root / result["documents"]["path"] / "_manifest.json").read_text())
     assert manifest["rows"] == {"documents": 2, "rejects": 1} and manifest["drops"] == {"empty_text": 1}
 
     # Same inputs and config: every stage comes from the cache.
     again = build_pairs(input_path=str(corpus), root=str(root), workers=1, return_state=True)
-    assert task_states(again)["ingest"] == "Cached" and task_states(again)["split"] == "Cached"
+    assert {k: v for k, v in task_states(again).items() if k != "update-catalog"} == dict.fromkeys(
+        ("ingest", "split", "pair", "shuffle"), "Cached"
+    )
     assert again.result() == result
 
     # A deleted output is noticed and rebuilt, byte for byte.
@@ -88,3 +101,27 @@ def test_gur_errors_are_one_line(tmp_path, capsys):
     assert "no catalog at" in capsys.readouterr().err
     assert gur_main(["--root", str(tmp_path), "build-pairs", str(tmp_path / "missing.jsonl")]) == 1
     assert "missing.jsonl" in capsys.readouterr().err
+
+
+def test_two_phase_shuffle_flow_matches_the_single_machine_task(tmp_path, corpus):
+    from flows.build_pairs import build_pairs
+    from flows.shuffle_pairs import shuffle_pairs
+    from tasks.shuffle_pairs import ShuffleConfig
+
+    lines = [
+        json.dumps({"title": f"T{i}", "text": f"Shared words number {i} here. Shared words number {i} too."})
+        for i in range(60)
+    ]
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    one = tmp_path / "one"
+    result = build_pairs(input_path=str(corpus), root=str(one), workers=1, rows_per_shard=7)
+    two = tmp_path / "two"
+    shutil.copytree(one / result["pairs"]["path"], two / result["pairs"]["path"])
+    ref = shuffle_pairs(result["pairs"], ShuffleConfig(rows_per_shard=7, partitions=4), root=str(two))
+    assert ref == result["shards"]
+    files = sorted(p.relative_to(one) for p in (one / ref["path"]).rglob("part-*.parquet"))
+    assert len(files) > 2
+    assert files == sorted(p.relative_to(two) for p in (two / ref["path"]).rglob("part-*.parquet"))
+    assert all((one / f).read_bytes() == (two / f).read_bytes() for f in files)
+    manifest = json.loads((two / ref["path"] / "_manifest.json").read_text())
+    assert manifest["partitions"] == 4 and not (two / ref["path"] / "_work").exists()

@@ -55,7 +55,7 @@ def stop(proc: subprocess.Popen) -> None:
 def test_deployment_run_through_a_real_server(tmp_path):
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text(
-        json.dumps({"title": "Cats", "text": "Cats purr. Cats sleep a lot.\nKittens play."}) + "\n", encoding="utf-8"
+        json.dumps({"title": "Cats", "text": "Cats purr loudly. Cats purr softly.\nKittens play."}) + "\n", encoding="utf-8"
     )
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
@@ -101,8 +101,10 @@ def test_deployment_run_through_a_real_server(tmp_path):
         assert "Completed" in run.stdout
         con = duckdb.connect(str(tmp_path / "data" / "catalog.duckdb"), read_only=True)
         rows = con.execute("SELECT text FROM sentences ORDER BY sent_id").fetchall()
+        shards = con.execute("SELECT a, b, lcs FROM shards").fetchall()
         con.close()
-        assert rows == [("Cats",), ("Cats purr.",), ("Cats sleep a lot.",), ("Kittens play.",)]
+        assert rows == [("Cats",), ("Cats purr loudly.",), ("Cats purr softly.",), ("Kittens play.",)]
+        assert shards == [("Cats purr loudly.", "Cats purr softly.", "cats purr ")]
     finally:
         if serve is not None:
             stop(serve)

@@ -156,6 +156,16 @@ def test_global_shuffle_keeps_false_negative_batches_near_uniform(tmp_path):
     assert abs(ours - uniform) < 0.2 and ours < 0.8
 
 
+def test_no_pairs_gives_one_empty_shard_per_bucket(tmp_path):
+    empty = random_pairs(1, seed=0).slice(0, 0)
+    inputs = write_input(tmp_path / "in", empty, shards=1)
+    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(partitions=2), tmp_path / "spill")
+    assert stats["rows_out"] == 0 and stats["shards_short"] == stats["shards_long"] == 1
+    for bucket in ("short", "long"):
+        table = pq.read_table(tmp_path / "out" / bucket / "part-00000.parquet")
+        assert table.num_rows == 0 and "shuffle_key" in table.column_names
+
+
 def test_batches_with_same_document_counts_full_batches_only():
     # batches [0 1 2] [3 3 4] [5 6 7], tail [8] ignored: one of three has a repeat.
     assert batches_with_same_document(np.array([0, 1, 2, 3, 3, 4, 5, 6, 7, 8]), 3) == pytest.approx(1 / 3)
