@@ -91,6 +91,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mine_keywords(args: argparse.Namespace) -> int:
+    from flows.mine_keywords import mine_keywords
+    from storage.layout import data_root
+
+    root = data_root(args.root)
+    ref = mine_keywords(
+        input_path=args.input,
+        format=args.format,
+        text_field=args.text_field,
+        title_field=args.title_field,
+        id_field=args.id_field,
+        unit=args.unit,
+        k=args.k,
+        ks=args.ks,
+        seeds=args.seeds,
+        seed=args.seed,
+        n_iters=args.iters,
+        threshold=args.threshold,
+        t=args.t,
+        root=args.root,
+    )
+    report(root, {"keywords": ref})
+    query = "SELECT text, keywords, topic FROM keywords LIMIT 8"
+    print(f'\n$ gur sql "{query}"')
+    print(run_sql(root, query, 8))
+    return 0
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     from storage.layout import data_root
 
@@ -152,6 +180,22 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("input", help="corpus: .jsonl, .parquet, .csv/.tsv, a folder of .txt files, or a .xml.bz2 dump")
     add_build_options(build)
     build.set_defaults(func=cmd_build_pairs)
+
+    kw = sub.add_parser("mine-keywords", help="GSDMM topics and topic-keyword sequences (the TFCSG recipe)")
+    kw.add_argument("input", nargs="?", default=None, help="questions/sentences file (default: the demo corpus)")
+    kw.add_argument("--format", default="auto", help="input format, as for build-pairs")
+    kw.add_argument("--text-field", default="text", help="field/column with the text (e.g. title for StackOverflow)")
+    kw.add_argument("--title-field", default="title", help="title field ('' for none)")
+    kw.add_argument("--id-field", default="id", help="id field")
+    kw.add_argument("--unit", default="documents", choices=["documents", "sentences"], help="rows to model")
+    kw.add_argument("--k", type=int, default=30, help="upper bound on topics (GSDMM empties the extra ones)")
+    kw.add_argument("--ks", type=int, nargs="*", default=None, help="sweep these K values and keep the best NPMI")
+    kw.add_argument("--seeds", type=int, nargs="*", default=None, help="seeds per K in a sweep (default: 0 1 2)")
+    kw.add_argument("--seed", type=int, default=0, help="seed of the final fit")
+    kw.add_argument("--iters", type=int, default=30, help="Gibbs sweeps")
+    kw.add_argument("--threshold", default="scaled", choices=["scaled", "absolute"], help="keyword threshold rule")
+    kw.add_argument("--t", type=float, default=100.0, help="absolute threshold (the paper's t=100)")
+    kw.set_defaults(func=cmd_mine_keywords)
 
     sql = sub.add_parser("sql", help='query the catalog, e.g. gur sql "SELECT count(*) FROM sentences"')
     sql.add_argument("query", help="SQL over the views: documents, sentences, rejects, ...")

@@ -15,8 +15,12 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 def build_deployments() -> list:
     from flows.build_pairs import build_pairs
+    from flows.mine_keywords import mine_keywords
 
-    return [build_pairs.to_deployment(name="build-pairs", description="ingest -> split -> pair -> shuffle")]
+    return [
+        build_pairs.to_deployment(name="build-pairs", description="ingest -> split -> pair -> shuffle"),
+        mine_keywords.to_deployment(name="mine-keywords", description="GSDMM topics -> keyword sequences"),
+    ]
 
 
 def serve_all(limit: int = 2) -> None:

@@ -1,0 +1,111 @@
+"""The `keywords` Prefect task: GSDMM topics and topic-keyword sequences over a text table."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from prefect import task
+
+from storage.fingerprint import fingerprint
+from storage.layout import data_root, stage_dir
+from storage.manifest import is_complete, write_manifest
+from storage.shards import finished_shards, sweep_temporaries, write_shard
+from storage.stage_output import build_manifest, ref_dir, stage_ref
+from tasks.filter_keywords import KEYWORDS_CODE_VERSION, KeywordsConfig, mine_keywords_table, tokenizer_fingerprint
+from tasks.progress import current_logger
+from tasks.stage_cache import stage_cache_policy
+from tasks.topic_coherence import plot_sweep, summarize_sweep
+
+ROWS_PER_SHARD = 200_000
+
+
+def keywords_fingerprint(source: dict[str, str], config: KeywordsConfig) -> str:
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name != "backend"}
+    fields["tokenizer_fingerprint"] = tokenizer_fingerprint()  # jieba and stopword list versions
+    return fingerprint("keywords", KEYWORDS_CODE_VERSION, fields, [source["fingerprint"]])
+
+
+def read_texts(root, source: dict[str, str]) -> pa.Table:
+    """(doc_id, sent_id, text) from a `split` output (sentences) or an `ingest` output (one row per document)."""
+    tables = [pq.read_table(p) for p in finished_shards(ref_dir(root, source))]
+    table = pa.concat_tables(tables) if tables else pa.table({"doc_id": [], "text": []})
+    if "sent_id" not in table.column_names:
+        table = table.append_column("sent_id", pa.array([0] * table.num_rows, pa.int32()))
+    return table.select(["doc_id", "sent_id", "text"]).cast(
+        pa.schema([("doc_id", pa.string()), ("sent_id", pa.int32()), ("text", pa.string())])
+    )
+
+
+def publish_artifacts(topics: pa.Table, sweep: list[dict], summary: str) -> None:
+    """Tables and a summary in the Prefect UI; a no-op outside a run."""
+    try:
+        from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+        rows = [{k: (", ".join(v) if isinstance(v, list) else v) for k, v in r.items()} for r in topics.to_pylist()]
+        create_table_artifact(rows, key="keywords-topics", description="GSDMM topics")
+        if sweep:
+            create_table_artifact(sweep, key="keywords-k-sweep", description="coherence by K and seed")
+        create_markdown_artifact(summary, key="keywords-summary")
+    except Exception as exc:  # artifacts are a convenience; never fail the stage for them
+        current_logger(__name__).debug("no Prefect artifacts: %s", exc)
+
+
+@task(name="keywords", cache_policy=stage_cache_policy(KEYWORDS_CODE_VERSION))
+def keywords(source: dict[str, str], config: KeywordsConfig, root: str) -> dict[str, str]:
+    """Fit GSDMM (optionally sweeping K) and write `keywords`, `topics` and `topic_sweep` tables."""
+    started = time.time()
+    base = data_root(root)
+    fp = keywords_fingerprint(source, config)
+    out = stage_dir(base, "keywords", fp)
+    logger = current_logger(__name__)
+    if is_complete(out):
+        logger.info("keywords: reusing complete output %s", out)
+        return stage_ref("keywords", fp)
+    sweep_temporaries(out)
+    texts = read_texts(base, source)
+    logger.info("keywords: %d rows from %s, K=%s -> %s", texts.num_rows, source["path"], config.ks or config.k, out)
+    kw, topics, stats, sweep = mine_keywords_table(texts, config)
+    for i in range(max(1, -(-kw.num_rows // ROWS_PER_SHARD))):
+        write_shard(out, i, kw.slice(i * ROWS_PER_SHARD, ROWS_PER_SHARD))
+    write_shard(out, 0, topics, table_name="topics")
+    sweep_table = pa.Table.from_pylist(sweep) if sweep else pa.table({"k": pa.array([], pa.int64())})
+    write_shard(out, 0, sweep_table, table_name="topic_sweep")
+    plot = None
+    if sweep:
+        plot = plot_sweep(sweep, out / "topic_sweep.png", config.coherence_metric)
+    fallback = pc.sum(kw.column("fallback")).as_py() or 0
+    summary = (
+        f"**keywords** {kw.num_rows} rows, {topics.num_rows} populated topics, "
+        f"{fallback} rows ({fallback / max(kw.num_rows, 1):.1%}) needed the fallback"
+    )
+    if sweep:
+        best = summarize_sweep(sweep, config.coherence_metric)[1]
+        summary += f"; K sweep picked K={best} by mean {config.coherence_metric}"
+    logger.info(summary.replace("**", ""))
+    publish_artifacts(topics, sweep, summary + (f"\n\nplot: `{plot}`" if plot else ""))
+    numbers = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
+    write_manifest(
+        out,
+        build_manifest(
+            stage="keywords",
+            fingerprint=fp,
+            code_version=KEYWORDS_CODE_VERSION,
+            config={**dataclasses.asdict(config), "tokenizer_fingerprint": tokenizer_fingerprint()},
+            inputs={"source": source["path"]},
+            upstream=[source],
+            tables={
+                "keywords": "part-*.parquet",
+                "topics": "topics/part-*.parquet",
+                "topic_sweep": "topic_sweep/part-*.parquet",
+            },
+            rows={"keywords": kw.num_rows, "topics": topics.num_rows, "fallback": int(fallback)},
+            drops={k: int(stats.get(k, 0)) for k in ("empty", "threshold_empty", "fallback_lift", "fallback_raw")},
+            started_at=started,
+            extra={"stats": numbers, "plot": "topic_sweep.png" if plot else None},
+        ),
+    )
+    return stage_ref("keywords", fp)

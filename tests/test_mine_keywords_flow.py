@@ -1,0 +1,49 @@
+"""The mine-keywords flow on real StackOverflow titles: tables, catalog views, sweep plot, cache."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+SO_TRAIN = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+
+
+@pytest.fixture()
+def titles(tmp_path):
+    if not SO_TRAIN.exists():
+        pytest.skip(f"{SO_TRAIN} is not present")
+    lines = SO_TRAIN.read_text(encoding="utf-8").splitlines()
+    header, body = lines[0], lines[1:]
+    sample = [line for i, line in enumerate(body) if i % 800 < 40]  # 40 titles of each of the 20 tags
+    path = tmp_path / "so.tsv"
+    path.write_text("\n".join([header, *sample]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_mine_keywords_on_stackoverflow_titles(tmp_path, titles):
+    from flows.mine_keywords import mine_keywords
+
+    root = tmp_path / "data"
+    params = dict(input_path=str(titles), text_field="title", title_field="", ks=[5, 10], seeds=[0, 1], root=str(root))
+    ref = mine_keywords(**params)
+    out = root / ref["path"]
+    manifest = json.loads((out / "_manifest.json").read_text())
+    assert (out / "topic_sweep.png").stat().st_size > 1000
+    con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
+    rows = con.execute("SELECT text, keywords FROM keywords").fetchall()
+    n_topics = con.execute("SELECT count(*) FROM topics").fetchone()[0]
+    sweep = con.execute("SELECT k, count(*) FROM topic_sweep GROUP BY k ORDER BY k").fetchall()
+    con.close()
+    assert len(rows) == manifest["rows"]["keywords"] >= 790
+    assert all(kw for _, kw in rows), "every question gets a keyword sequence"
+    # Keywords are words of the question, in its order and surface form.
+    for text, kw in rows[:200]:
+        positions = [text.find(w) for w in kw]
+        assert all(p >= 0 for p in positions) and positions == sorted(positions), (text, kw)
+    assert sweep == [(5, 2), (10, 2)] and 1 <= n_topics <= 10
+    assert mine_keywords(**params) == ref  # cached
