@@ -20,7 +20,12 @@ ROW_GROUP_SIZE = 50_000
 
 
 def write_shard(
-    out_dir: Path, index: int, table: pa.Table, table_name: str = "", row_group_size: int = ROW_GROUP_SIZE
+    out_dir: Path,
+    index: int,
+    table: pa.Table,
+    table_name: str = "",
+    row_group_size: int = ROW_GROUP_SIZE,
+    dictionary: bool | list[str] = True,
 ) -> Path:
     """Write `table` as shard `index` atomically, then its done marker; returns the final path.
 
@@ -32,7 +37,11 @@ def write_shard(
     tmp_dir.mkdir(parents=True, exist_ok=True)
     tmp = tmp_dir / f"{table_name or 'part'}-{index:05d}.{uuid.uuid4().hex}.parquet"
     # No timestamps or writer-specific metadata: the same table gives the same bytes.
-    pq.write_table(table, tmp, row_group_size=row_group_size, compression="zstd", write_statistics=True)
+    if isinstance(dictionary, list):  # dictionary-encoding unique text only costs time
+        dictionary = [c for c in dictionary if c in table.column_names]
+    pq.write_table(
+        table, tmp, row_group_size=row_group_size, compression="zstd", write_statistics=True, use_dictionary=dictionary
+    )
     final = final_dir / shard_name(index)
     os.replace(tmp, final)
     marker = done_marker(out_dir, index, table_name)

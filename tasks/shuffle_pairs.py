@@ -6,7 +6,7 @@ Three phases that hand off through files, so each can run anywhere and resume:
    The key is a seeded hash of `pair_id` (itself a hash of the canonical, order-insensitive
    normalized pair), so duplicates always meet in one partition, and partition p holds one
    contiguous range of keys.
-2. sort: each partition is ordered by (`shuffle_key`, `pair_id`, provenance) with DuckDB
+2. sort: each partition is ordered by (`shuffle_key`, provenance) with DuckDB
    under a memory limit, spilling to disk when it must.
 3. write: partitions are read back in order, which is the global order; of each run of
    equal `pair_id`s the first row (smallest doc_id, sentence ids) is kept, and the rows are
@@ -37,6 +37,8 @@ from storage.shards import shard_done, sweep_temporaries, write_shard
 SHUFFLE_CODE_VERSION = "shuffle_v1"
 BUCKETS = ("short", "long")
 WORK_DIR = "_work"
+LOW_CARDINALITY = ["doc_id", "kind", "bucket", "rule"]  # the only columns worth dictionary-encoding
+INTERMEDIATE_CODEC = "snappy"  # files read once and deleted: cheap compression beats small files
 _HEX_VALUES = np.full(256, 255, dtype=np.uint8)
 _HEX_VALUES[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint8)
 _HEX_VALUES[np.frombuffer(b"ABCDEF", np.uint8)] = np.arange(10, 16, dtype=np.uint8)
@@ -138,14 +140,16 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
     part = (keys >> np.uint64(64 - bits)).astype(np.int64) if bits else np.zeros(len(keys), np.int64)
     order = np.argsort(part, kind="stable")
     bounds = np.searchsorted(part[order], np.arange(partitions + 1))
+    if partitions > 1:
+        table = table.take(pa.array(order))  # one gather, then zero-copy slices per partition
     for p in range(partitions):
         if bounds[p] == bounds[p + 1]:
             continue
-        rows = table.take(pa.array(order[bounds[p] : bounds[p + 1]]))
+        rows = table.slice(bounds[p], bounds[p + 1] - bounds[p])
         folder = work / "partitions" / f"p-{p:05d}"
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".chunk-{index:05d}.tmp"
-        pq.write_table(rows, tmp, compression="zstd")
+        pq.write_table(rows, tmp, compression=INTERMEDIATE_CODEC)
         os.replace(tmp, folder / f"chunk-{index:05d}.parquet")
     (marker_dir / "_done").mkdir(parents=True, exist_ok=True)
     (marker_dir / "_done" / f"{index:05d}").touch()
@@ -153,8 +157,8 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
 
 
 _SORT = """
-COPY (SELECT * FROM read_parquet({files}) ORDER BY shuffle_key, pair_id, doc_id, a_sent_id, b_sent_id)
-TO '{out}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {row_group})
+COPY (SELECT * FROM read_parquet({files}) ORDER BY shuffle_key, doc_id, a_sent_id, b_sent_id)
+TO '{out}' (FORMAT parquet, COMPRESSION snappy, ROW_GROUP_SIZE {row_group})
 """
 
 
@@ -244,7 +248,14 @@ def write_bucket_shards(
             table = pa.concat_tables(buffers[bucket]).combine_chunks()
             head, rest = table.slice(0, config.rows_per_shard), table.slice(config.rows_per_shard)
             if not shard_done(out_dir, index[bucket], bucket):
-                write_shard(out_dir, index[bucket], head, table_name=bucket, row_group_size=config.row_group_rows)
+                write_shard(
+                    out_dir,
+                    index[bucket],
+                    head,
+                    table_name=bucket,
+                    row_group_size=config.row_group_rows,
+                    dictionary=LOW_CARDINALITY,
+                )
             index[bucket] += 1
             buffers[bucket] = [rest] if rest.num_rows else []
             buffered[bucket] = rest.num_rows
@@ -254,7 +265,7 @@ def write_bucket_shards(
         if not path.exists():  # no pair fell into this key range
             continue
         pf = pq.ParquetFile(path)
-        for batch in pf.iter_batches(batch_size=config.row_group_rows):
+        for batch in pf.iter_batches(batch_size=max(config.row_group_rows, 65_536)):
             table = dedup(pa.Table.from_batches([batch]))
             for bucket in BUCKETS:
                 part = table.filter(pc.equal(table.column("bucket"), bucket))
