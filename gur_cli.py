@@ -60,6 +60,9 @@ def cmd_build_pairs(args: argparse.Namespace) -> int:
         docs_per_shard=args.docs_per_shard,
         max_sentence_chars=args.max_sentence_chars,
         workers=args.workers,
+        pair_rule=args.pair_rule,
+        seed=args.seed,
+        holdout_percent=args.holdout_percent,
         root=args.root,
     )
     report(data_root(args.root), result)
@@ -119,6 +122,78 @@ def cmd_mine_keywords(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    import json
+
+    from flows.train import train_flow
+    from storage.layout import data_root
+    from storage.stage_output import ref_dir
+
+    root = data_root(args.root)
+    options = json.loads(args.options) if args.options else None
+    ref = train_flow(
+        shards=None,
+        root=args.root,
+        variant=args.variant,
+        objective=args.objective,
+        preset=args.preset,
+        steps=args.steps,
+        pooling=args.pooling,
+        init_from=str(Path(args.init_from).resolve()) if args.init_from else "",
+        lr=args.lr,
+        options=options,
+        nproc=args.nproc,
+    )
+    out = ref_dir(root, ref)
+    summary_path = out / "summary.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
+    print(f"\nmodel folder: {out}")
+    print(f"  export     {out / 'export'}  (SentenceTransformer(path) or AutoModel.from_pretrained(path))")
+    print(f"  curves     {out / 'loss_curve.png'}  metrics: {out / 'metrics.parquet'}")
+    if summary.get("heldout_acc") is not None:
+        print(f"  held-out in-batch accuracy {summary['heldout_acc']}  (chance {summary.get('chance')})")
+    print(f"\nEvaluate it:  gur evaluate {out / 'export'} minilm bm25")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from flows.evaluate import evaluate
+    from storage.layout import data_root
+
+    root = data_root(args.root)
+    models = [m if ":" in m or m in _baselines() else str(Path(m).resolve()) for m in args.models] or None
+    absolute = lambda p: str(Path(p).resolve()) if p else p  # noqa: E731 - user paths are relative to the cwd
+    so = {} if args.stackoverflow is None else {"stackoverflow": absolute(args.stackoverflow)}
+    result = evaluate(
+        models=models,
+        **so,
+        stsb=None if args.stsb is None else [absolute(p) for p in args.stsb],
+        lee=not args.no_lee,
+        demo_retrieval=not args.no_demo,
+        beir=[absolute(p) for p in args.beir or []],
+        beir_split=args.beir_split,
+        question_queries=args.queries,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        device=args.device,
+        root=args.root,
+    )
+    print(Path(result["report"]).read_text(encoding="utf-8"))
+    print(f"\nreport: {result['report']}")
+    query = (
+        "SELECT model, dataset, task, metric, k, round(value, 4) AS value FROM metrics WHERE status = 'ok' LIMIT 10"
+    )
+    print(f'\n$ gur sql "{query}"')
+    print(run_sql(root, query, 10))
+    return 0
+
+
+def _baselines() -> tuple[str, ...]:
+    from models.encoders import BASELINES
+
+    return BASELINES
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     from storage.layout import data_root
 
@@ -171,6 +246,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--docs-per-shard", type=int, default=2000, help="documents per Parquet shard (default: 2000)")
         p.add_argument("--max-sentence-chars", type=int, default=512, help="crop longer sentences (default: 512)")
         p.add_argument("--workers", type=int, default=0, help="processes for CPU-heavy stages (default: all cores)")
+        p.add_argument(
+            "--pair-rule",
+            default="weighted",
+            choices=["weighted", "letters", "none"],
+            help="LCS rule: weighted (GUR code), letters (paper), none (GUR-LCS ablation)",
+        )
+        p.add_argument("--seed", type=int, default=0, help="seed of partner choice and shuffle (default: 0)")
+        p.add_argument(
+            "--holdout-percent",
+            type=int,
+            default=None,
+            help="documents kept out of the pairs for evaluation (default: 20 for the demo, else 0)",
+        )
 
     demo = sub.add_parser("demo", help="run build-pairs on the bundled Wikipedia sample and show a query")
     add_build_options(demo)
@@ -196,6 +284,48 @@ def build_parser() -> argparse.ArgumentParser:
     kw.add_argument("--threshold", default="scaled", choices=["scaled", "absolute"], help="keyword threshold rule")
     kw.add_argument("--t", type=float, default=100.0, help="absolute threshold (the paper's t=100)")
     kw.set_defaults(func=cmd_mine_keywords)
+
+    tr = sub.add_parser(
+        "train",
+        help="train a GUR encoder on the newest shards (run build-pairs or demo first)",
+        description="One GUR training run on the newest complete shards. Rerunning the same command reuses a "
+        "finished run and resumes an interrupted one from its newest checkpoint.",
+    )
+    tr.add_argument("--preset", default="small", choices=["tiny", "small"], help="model size (small: GUR-Small)")
+    tr.add_argument("--steps", type=int, default=10000, help="optimizer steps (default: 10000)")
+    tr.add_argument("--objective", default="lm+cl", choices=["lm+cl", "cl", "lm"], help="GUR-FULL, GUR-LM, GUR-CL")
+    tr.add_argument("--variant", default="lcs", choices=["lcs", "none"], help="pair rule the shards were built with")
+    tr.add_argument("--pooling", default="cls", choices=["cls", "mean", "eos"], help="sentence vector pooling")
+    tr.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default: 1e-4)")
+    tr.add_argument("--init-from", default="", help="warm-start from a local pretrained model folder")
+    tr.add_argument("--nproc", type=int, default=0, help="processes (GPUs) for torchrun; 0: one per GPU, else 1")
+    tr.add_argument("--options", default="", help="other TrainConfig fields as JSON, e.g. '{\"long_batch\": 64}'")
+    tr.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser(
+        "evaluate",
+        help="evaluate models and baselines on retrieval, question retrieval, STS, zero-shot",
+        description="Evaluate model folders and baselines (bm25, minilm, untrained, glove, word2vec). A dataset "
+        "whose file is missing is reported as not run. Results: the metrics table, report.md and charts.",
+    )
+    ev.add_argument("models", nargs="*", help="model folders or baseline names (default: all baselines)")
+    ev.add_argument(
+        "--stackoverflow",
+        default=None,
+        help="titles TSV (default: ../shared/data/stackoverflow/train.tsv next to the repository; '' skips)",
+    )
+    ev.add_argument("--stsb", nargs="*", default=None, help="STS-B CSV files (default: en and zh dev; none: skip)")
+    ev.add_argument("--no-lee", action="store_true", help="skip the Lee-50 document similarity set")
+    ev.add_argument("--no-demo", action="store_true", help="skip the held-out demo retrieval set")
+    ev.add_argument(
+        "--beir", nargs="*", default=None, help="BEIR-layout folders (corpus.jsonl, queries.jsonl, qrels/)"
+    )
+    ev.add_argument("--beir-split", default="test", help="qrels split for BEIR folders (default: test)")
+    ev.add_argument("--queries", type=int, default=0, help="question retrieval: first N titles as queries (0: all)")
+    ev.add_argument("--limit", type=int, default=0, help="keep the first N rows of each file (smoke test)")
+    ev.add_argument("--batch-size", type=int, default=64, help="encoding batch size (default: 64)")
+    ev.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when present)")
+    ev.set_defaults(func=cmd_evaluate)
 
     sql = sub.add_parser("sql", help='query the catalog, e.g. gur sql "SELECT count(*) FROM sentences"')
     sql.add_argument("query", help="SQL over the views: documents, sentences, rejects, ...")

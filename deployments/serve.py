@@ -3,6 +3,8 @@
 With `prefect server start` running and `PREFECT_API_URL` pointing at it:
     python -m deployments.serve        (or `gur serve`)
     prefect deployment run build-pairs/build-pairs --watch
+    prefect deployment run train/train -p preset=tiny -p steps=300
+    prefect deployment run evaluate/evaluate -p 'models=["minilm","bm25"]'
 Flow runs execute in this process's environment (its working directory and `GUR_HOME`).
 """
 
@@ -15,11 +17,15 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 def build_deployments() -> list:
     from flows.build_pairs import build_pairs
+    from flows.evaluate import evaluate
     from flows.mine_keywords import mine_keywords
+    from flows.train import train_flow
 
     return [
         build_pairs.to_deployment(name="build-pairs", description="ingest -> split -> pair -> shuffle"),
         mine_keywords.to_deployment(name="mine-keywords", description="GSDMM topics -> keyword sequences"),
+        train_flow.to_deployment(name="train", description="one GUR training run on the newest shards"),
+        evaluate.to_deployment(name="evaluate", description="models and baselines on the evaluation sets"),
     ]
 
 

@@ -8,6 +8,7 @@ from prefect import flow
 
 from storage.layout import data_root
 from tasks.catalog_task import update_catalog
+from tasks.eval_data import DemoRetrievalConfig
 from tasks.ingest_documents import IngestConfig
 from tasks.ingest_task import ingest
 from tasks.pair_candidates import PairConfig
@@ -36,14 +37,19 @@ def build_pairs(
     rows_per_shard: int = 100_000,
     memory_limit: str = "1GB",
     workers: int = 0,
+    holdout_percent: int | None = None,
     root: str | None = None,
 ) -> dict[str, dict[str, str]]:
     """Build training shards from a corpus (default: the bundled Wikipedia sample).
 
     `pair_rule`: `weighted` (GUR's code), `letters` (the paper's wording) or `none` (no LCS
     filter: the GUR-LCS ablation's data). `seed` drives partner order and the shuffle.
+    `holdout_percent` keeps that share of documents (by title hash) out of the pairs because the
+    demo retrieval evaluation uses them; `None`: 20 for the bundled sample, 0 for your corpus.
     """
     base = data_root(root)
+    if holdout_percent is None:
+        holdout_percent = DemoRetrievalConfig.held_out_percent if input_path is None else 0
     reader = ReaderConfig(format=format, text_field=text_field, title_field=title_field, id_field=id_field)
     source = str(Path(input_path).resolve()) if input_path else str(default_corpus())
     documents = run_stage(ingest, base, input_path=source, config=IngestConfig(reader, source_name, docs_per_shard))
@@ -52,7 +58,7 @@ def build_pairs(
         pair,
         base,
         sentences=sentences,
-        config=PairConfig(rule=pair_rule, repeat=pair_repeat, seed=seed),
+        config=PairConfig(rule=pair_rule, repeat=pair_repeat, seed=seed, holdout_percent=holdout_percent),
         workers=workers,
     )
     shards = run_stage(

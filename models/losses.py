@@ -50,10 +50,13 @@ class GurLoss(nn.Module):
     """LM + alpha * CL for one batch; `objective` is `lm+cl`, `cl` or `lm`.
 
     The batch holds 2N masked sentences, the N `a` sides then the N `b` sides (see
-    `models.pair_data.collate`); the CL loss compares the projections of the two halves.
+    `models.pair_data.collate`); the CL loss compares the projections of the two halves, of the
+    masked inputs as in the paper (one encoder pass), or of `cl_input_ids` when the batch has them.
     """
 
-    def __init__(self, model: nn.Module, objective: str = "lm+cl", alpha: float = 1.0, temperature: float = TEMPERATURE):
+    def __init__(
+        self, model: nn.Module, objective: str = "lm+cl", alpha: float = 1.0, temperature: float = TEMPERATURE
+    ):
         super().__init__()
         if objective not in ("lm+cl", "cl", "lm"):
             raise ValueError(f"unknown objective {objective!r}")
@@ -65,9 +68,17 @@ class GurLoss(nn.Module):
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         use_lm = self.objective in ("lm+cl", "lm")
         use_cl = self.objective in ("lm+cl", "cl")
-        out = self.model(
-            batch["input_ids"], batch["attention_mask"], labels=batch["labels"] if use_lm else None, embed=use_cl
-        )
+        clean = use_cl and "cl_input_ids" in batch  # contrastive loss on unmasked sentences: a second encoder pass
+        out: dict[str, Tensor] = {}
+        if use_lm or not clean:
+            out = self.model(
+                batch["input_ids"],
+                batch["attention_mask"],
+                labels=batch["labels"] if use_lm else None,
+                embed=use_cl and not clean,
+            )
+        if clean:
+            out["embeddings"] = self.model(batch["cl_input_ids"], batch["cl_attention_mask"], embed=True)["embeddings"]
         parts: dict[str, Tensor] = {}
         loss = torch.zeros((), device=batch["input_ids"].device)
         if use_lm:

@@ -4,10 +4,10 @@ Layout read: `<shards>/<bucket>/part-*.parquet` (buckets `short` and `long`), co
 `pair_id`, `a`, `b` at least. Per bucket, the row groups of all its files are visited in a
 seeded order per epoch (`rank::world` of it under DDP) and their rows go through a shuffle
 buffer. Each batch comes from one bucket (drawn in proportion to the bucket's rows) and is
-padded to that bucket's fixed sequence length. A pair whose document is already in the batch
-is deferred to a later batch, so the in-batch negatives of a pair never come from its own
-document. Held-out pairs (a seeded hash of `doc_id` or `pair_id` below `heldout_fraction`)
-are skipped here and served by `heldout_batches`.
+padded to its longest row (with `fixed_shapes`: to the bucket's sequence length). A pair
+whose document is already in the batch is deferred to a later batch, so the in-batch
+negatives of a pair never come from its own document. Held-out pairs (a seeded hash of
+`doc_id` or `pair_id` below `heldout_fraction`) are skipped here; `heldout_pairs` serves them.
 
 `state_dict()` holds everything needed to continue the same stream: per bucket the epoch,
 the row-group position, the row offset inside it, the buffer and deferred pairs, and the
@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 
 from models.span_masking import MASK_RATIO, corrupt, max_target_len
@@ -45,12 +44,21 @@ class DataConfig:
     heldout_fraction: float = 0.05
     heldout_key: str = "doc"  # "doc": held-out documents; "pair": held-out pairs
     max_deferred: int = 4096  # deferred pairs beyond this are dropped (counted)
+    fixed_shapes: bool = False  # pad every batch to the bucket's full length (static shapes for torch.compile)
+    clean_views: bool = False  # also emit unmasked inputs for the contrastive loss
 
     def seq_len(self, bucket: str) -> int:
         return self.short_seq_len if bucket == "short" else self.long_seq_len
 
     def batch_size(self, bucket: str) -> int:
         return self.short_batch if bucket == "short" else self.long_batch
+
+
+def _parquet():
+    """pyarrow.parquet, imported when shards are read (collate alone runs without pyarrow)."""
+    import pyarrow.parquet as pq
+
+    return pq
 
 
 def is_heldout(key: str, fraction: float, seed: int = 0) -> bool:
@@ -72,33 +80,62 @@ def label_len(seq_len: int, ratio: float = MASK_RATIO) -> int:
 
 
 def collate(
-    pairs: list[Pair], tok: GurTokenizer, seq_len: int, rng: np.random.Generator | None, ratio: float = MASK_RATIO
+    pairs: list[Pair],
+    tok: GurTokenizer,
+    seq_len: int,
+    rng: np.random.Generator | None,
+    ratio: float = MASK_RATIO,
+    fixed_shape: bool = False,
+    clean_views: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """Pairs -> fixed-shape tensors; rows 0..N-1 are the `a` sides, N..2N-1 the `b` sides.
+    """Pairs -> padded tensors; rows 0..N-1 are the `a` sides, N..2N-1 the `b` sides.
 
     Over-long sentences are randomly cropped to `seq_len - 2` tokens (head-cropped when `rng`
     is None, for evaluation). With `rng`, spans are masked (inputs get sentinels, labels the
-    spans); without, inputs are the plain sentences and labels are all -100.
-    input_ids, attention_mask: (2N, seq_len); labels: (2N, label_len(seq_len)).
+    spans); without, inputs are the plain sentences and labels are all -100. Padding goes to
+    the longest row rounded up to a multiple of 8, or with `fixed_shape` (static shapes for
+    torch.compile) to input_ids, attention_mask: (2N, seq_len) and labels: (2N, label_len(seq_len)).
+    `clean_views` adds `cl_input_ids` / `cl_attention_mask`: the same crops unmasked, for a
+    contrastive loss on clean sentences (the paper computes it on the masked inputs).
     """
     texts = [p[1] for p in pairs] + [p[2] for p in pairs]
     body = seq_len - 2
-    width = label_len(seq_len, ratio)
-    input_ids = torch.full((len(texts), seq_len), tok.pad_id, dtype=torch.long)
-    labels = torch.full((len(texts), width), -100, dtype=torch.long)
-    for i, ids in enumerate(tok.encode_batch(texts)):
+    rows: list[list[int]] = []
+    targets: list[list[int]] = []
+    clean: list[list[int]] = []
+    for ids in tok.encode_batch(texts):
         if len(ids) > body:
             start = int(rng.integers(0, len(ids) - body + 1)) if rng is not None else 0
             ids = ids[start : start + body]
+        clean.append([tok.cls_id, *ids, tok.eos_id])
         target: list[int] = []
         if rng is not None:
             ids, target = corrupt(ids, tok.sentinel_ids, tok.eos_id, rng, ratio)
-        row = [tok.cls_id, *ids, tok.eos_id]
+        rows.append([tok.cls_id, *ids, tok.eos_id])
+        targets.append(target)
+    width, lwidth = seq_len, label_len(seq_len, ratio)
+    if not fixed_shape:
+        width = min(seq_len, _round8(max(len(r) for r in rows)))
+        lwidth = min(lwidth, _round8(max(1, max(len(t) for t in targets))))
+    input_ids = torch.full((len(texts), width), tok.pad_id, dtype=torch.long)
+    labels = torch.full((len(texts), lwidth), -100, dtype=torch.long)
+    for i, (row, target) in enumerate(zip(rows, targets, strict=True)):
         input_ids[i, : len(row)] = torch.tensor(row)
         if target:
             labels[i, : len(target)] = torch.tensor(target)
     attention_mask = (input_ids != tok.pad_id).long()
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    if clean_views:
+        cwidth = seq_len if fixed_shape else min(seq_len, _round8(max(len(r) for r in clean)))
+        cl_ids = torch.full((len(texts), cwidth), tok.pad_id, dtype=torch.long)
+        for i, row in enumerate(clean):
+            cl_ids[i, : len(row)] = torch.tensor(row)
+        batch.update(cl_input_ids=cl_ids, cl_attention_mask=(cl_ids != tok.pad_id).long())
+    return batch
+
+
+def _round8(n: int) -> int:
+    return (n + 7) // 8 * 8
 
 
 def count_tokens(batch: dict[str, torch.Tensor]) -> int:
@@ -119,7 +156,7 @@ class PairStream:
         for bucket in BUCKETS:
             units, n = [], 0
             for path in bucket_files(config.shards, bucket):
-                meta = pq.ParquetFile(path).metadata
+                meta = _parquet().ParquetFile(path).metadata
                 units.extend((path, rg) for rg in range(meta.num_row_groups) if meta.row_group(rg).num_rows > 0)
                 n += meta.num_rows
             if units:
@@ -140,7 +177,9 @@ class PairStream:
     def state_dict(self) -> dict[str, Any]:
         return {
             "rng": self.rng.bit_generator.state,
-            "buckets": {b: {k: (list(v) if isinstance(v, list) else v) for k, v in s.items()} for b, s in self.state.items()},
+            "buckets": {
+                b: {k: (list(v) if isinstance(v, list) else v) for k, v in s.items()} for b, s in self.state.items()
+            },
             "dropped_deferred": self.dropped_deferred,
             "rank": self.rank,
             "world_size": self.world_size,
@@ -163,7 +202,7 @@ class PairStream:
 
     def _read_unit(self, bucket: str, unit: tuple[Path, int]) -> list[Pair]:
         path, rg = unit
-        table = pq.ParquetFile(path).read_row_group(rg, columns=["doc_id", "pair_id", "a", "b"])
+        table = _parquet().ParquetFile(path).read_row_group(rg, columns=["doc_id", "pair_id", "a", "b"])
         cols = table.to_pydict()
         cfg = self.config
         strided = len(self.units[bucket]) < self.world_size  # too few row groups to split: split rows instead
@@ -244,7 +283,9 @@ class PairStream:
     def next_batch(self) -> tuple[str, dict[str, torch.Tensor]]:
         bucket = self.buckets[int(self.rng.choice(len(self.buckets), p=self.weights))]
         pairs = self.next_pairs(bucket)
-        return bucket, collate(pairs, self.tok, self.config.seq_len(bucket), self.rng, self.config.mask_ratio)
+        cfg = self.config
+        seq_len = cfg.seq_len(bucket)
+        return bucket, collate(pairs, self.tok, seq_len, self.rng, cfg.mask_ratio, cfg.fixed_shapes, cfg.clean_views)
 
 
 def heldout_pairs(config: DataConfig, limit: int) -> dict[str, list[Pair]]:
@@ -253,7 +294,7 @@ def heldout_pairs(config: DataConfig, limit: int) -> dict[str, list[Pair]]:
     for bucket in BUCKETS:
         pairs: list[Pair] = []
         for path in bucket_files(config.shards, bucket):
-            cols = pq.read_table(path, columns=["doc_id", "pair_id", "a", "b"]).to_pydict()
+            cols = _parquet().read_table(path, columns=["doc_id", "pair_id", "a", "b"]).to_pydict()
             for doc, pid, a, b in zip(cols["doc_id"], cols["pair_id"], cols["a"], cols["b"], strict=True):
                 if is_heldout(doc if config.heldout_key == "doc" else pid, config.heldout_fraction, config.seed):
                     pairs.append((doc, a, b))

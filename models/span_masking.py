@@ -24,7 +24,9 @@ MIN_SPAN = 1
 MAX_SPAN = 10
 
 
-def hump_geometric(p: float = HUMP_P, mode: int = HUMP_MODE, lower: int = MIN_SPAN, upper: int = MAX_SPAN) -> np.ndarray:
+def hump_geometric(
+    p: float = HUMP_P, mode: int = HUMP_MODE, lower: int = MIN_SPAN, upper: int = MAX_SPAN
+) -> np.ndarray:
     """P(k) for k = lower..upper (index 0 is k=lower), normalised: p^|k-mode| / sum."""
     weights = np.array([p ** abs(k - mode) for k in range(lower, upper + 1)], dtype=np.float64)
     return weights / weights.sum()

@@ -18,7 +18,7 @@ position in ``a`` is always the first occurrence there.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from typing import NamedTuple
 
 import numba as nb
@@ -126,12 +126,17 @@ def new_workspace(max_len: int, dense_cells: int = DENSE_CELLS) -> tuple[np.ndar
     )
 
 
-@cache
-def _shared_workspace(size: int) -> tuple[np.ndarray, ...]:
+def shared_workspace(max_len: int) -> tuple[np.ndarray, ...]:
+    """A per-process workspace for up to ``max_len`` code points (kernels hold the GIL, so sharing is safe)."""
+    return _workspace_of_size(1 << max(int(max_len) - 1, 0).bit_length())
+
+
+@lru_cache(maxsize=4)
+def _workspace_of_size(size: int) -> tuple[np.ndarray, ...]:
     return new_workspace(size)
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True)
 def _slot_of(key, mask):
     h = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
     return np.int64(h >> np.uint64(40)) & mask
@@ -336,14 +341,14 @@ def common_substring_kernel(a, b, pw, ws):
     Small alphabets get dense transition rows, large ones the hash layout.
     """
     loc, alphabet, trans = ws[9], ws[10], ws[11]
-    sigma = 0
+    sigma = np.int64(0)
     for c in a:
         if loc[c] == -1:
             loc[c] = sigma
             alphabet[sigma] = c
             sigma += 1
     dense = (2 * a.shape[0] + 2) * max(sigma, 1) <= trans.shape[0]
-    mask = 0
+    mask = np.int64(0)
     if dense:
         _build_dense(a, ws, sigma)
     else:
@@ -364,8 +369,7 @@ def heaviest_common_substring(a: str, b: str, rule: str = WEIGHTED) -> CommonSub
     """Heaviest (and longest) common substring of two strings under ``rule``'s character weights."""
     ca, cb = codepoints(a), codepoints(b)
     pw = _prefix(char_weight_table(rule)[cb].astype(np.int64))
-    size = 1 << max(len(ca) - 1, 0).bit_length()
-    return CommonSubstring(*common_substring_kernel(ca, cb, pw, _shared_workspace(size)))
+    return CommonSubstring(*common_substring_kernel(ca, cb, pw, shared_workspace(len(ca))))
 
 
 def common_substring_reference(a: str, b: str, rule: str = WEIGHTED) -> CommonSubstring:

@@ -18,9 +18,10 @@ stays 0). For two thresholds, a ``hi`` index serves every pair and a ``lo`` inde
 with at least one small sentence. The letters rule uses the same grams with weights 0/1, which
 is exact, unlike k-grams over the letter sequence (which would also match across spaces).
 
-Stop-grams. With ``stop_gram_limit`` set, a gram whose posting list is longer than the limit is
-ignored (counted in ``stop_grams``): this bounds the work on boilerplate-heavy documents and is
-the one place where the result may differ from brute force. Off (None) by default.
+Stop-grams. A gram whose posting list is longer than ``stop_gram_limit`` is ignored (counted in
+``stop_grams``): this bounds the work on huge boilerplate-heavy documents and is the one place
+where the result may differ from brute force. The default (1000) can only bite in documents of
+more than 1000 sentences; ``None`` turns it off (the brute-force equality tests do).
 
 Caps (GUR's). A content sentence is used in at most ``repeat`` pairs (title pairs included), a
 title in at most ``title_quota`` pairs, a document yields at most ``doc_cap_factor * n`` pairs.
@@ -50,18 +51,20 @@ from tasks.lcs_automaton import (
     char_weight_table,
     common_substring_kernel,
     common_substring_reference,
-    new_workspace,
+    shared_workspace,
 )
 
 RULES = ("weighted", "letters", "none")
 
+# Drop reasons and work counts. "At a turn" counts are taken when a sentence (or title) picks
+# partners, so a pair passed over at both sentences' turns counts twice.
 COUNTERS = (
-    "candidates_checked",
-    "below_threshold",
-    "repeat_cap",
-    "doc_cap",
-    "stop_grams",
-    "identical",
+    "candidates_checked",  # pairs run through the automaton (one per kept pair, plus failures)
+    "below_threshold",  # checked pairs under the threshold: 0 unless the index were wrong (a guard)
+    "repeat_cap",  # qualifying partners passed over at a turn because they had used up their pairs
+    "doc_cap",  # documents that hit doc_cap_factor * n pairs with sentences still wanting partners
+    "stop_grams",  # grams ignored because more than stop_gram_limit sentences share them
+    "identical",  # qualifying partners passed over at a turn because their norm equals the sentence's
     "docs_without_pairs",
 )
 _CHECKED, _BELOW, _REPEAT, _DOCCAP, _STOP, _IDENT, _EMPTY = range(len(COUNTERS))
@@ -88,7 +91,8 @@ class PairConfig:
     title_quota: int = 3  # pairs per title sentence
     doc_cap_factor: int = 2  # pairs per document <= factor * sentences in the document
     seed: int = 0
-    stop_gram_limit: int | None = None  # ignore grams shared by more sentences than this; None: exact
+    stop_gram_limit: int | None = 1000  # ignore grams shared by more sentences of a document; None: exact
+    holdout_percent: int = 0  # skip documents of the evaluation hold-out (tasks/eval_data.is_held_out)
 
     def __post_init__(self) -> None:
         if self.rule not in RULES:
@@ -99,6 +103,8 @@ class PairConfig:
         for name in ("repeat", "title_quota", "doc_cap_factor", "short_chars"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        if not 0 <= self.holdout_percent <= 100:
+            raise ValueError(f"holdout_percent must be in 0..100, got {self.holdout_percent}")
         if self.stop_gram_limit is not None and self.stop_gram_limit < 1:
             raise ValueError("stop_gram_limit must be >= 1 or None")
 
@@ -201,16 +207,18 @@ def _small_flags(arrays: SentenceArrays, pw: np.ndarray, config: PairConfig) -> 
     return config.is_small(pw[off[1:]] - pw[off[:-1]], np.diff(off))
 
 
-def _hash_powers(n: int) -> np.ndarray:
-    out = np.empty(n + 1, np.uint64)
+def _hash_powers(n: int, base: int) -> np.ndarray:
+    """base**i mod 2**64 for i <= n (at least 2 entries: the kernels read the base from [1])."""
+    out = np.empty(max(n, 1) + 1, np.uint64)
     x = 1
-    for i in range(n + 1):
+    for i in range(len(out)):
         out[i] = x
-        x = (x * _HASH_BASE) & _M64
+        x = (x * base) & _M64
     return out
 
 
-def _kernel_args(arrays: SentenceArrays, config: PairConfig) -> tuple:
+def _kernel_args(arrays: SentenceArrays, config: PairConfig, hash_base: int = _HASH_BASE) -> tuple:
+    """Positional arguments shared by the kernels; tests pass a weak ``hash_base`` to force gram collisions."""
     w, pw = _weights_and_prefix(arrays, config)
     small = _small_flags(arrays, pw, config)
     hi, lo = config.thresholds()
@@ -227,7 +235,7 @@ def _kernel_args(arrays: SentenceArrays, config: PairConfig) -> tuple:
         hi,
         lo,
         config.stop_gram_limit or 0,
-        _hash_powers(arrays.max_len + 1),
+        _hash_powers(arrays.max_len + 1, hash_base),
     )
 
 
@@ -241,7 +249,7 @@ def select_pairs(arrays: SentenceArrays, config: PairConfig) -> Selection:
         config.title_quota,
         config.doc_cap_factor,
         np.uint64(config.seed & _M64),
-        new_workspace(arrays.max_len),
+        shared_workspace(arrays.max_len),
     )
     return Selection(a, b, t, m, dict(zip(COUNTERS, map(int, counts), strict=True)))
 
@@ -255,11 +263,12 @@ def qualifying_pairs(arrays: SentenceArrays, config: PairConfig) -> tuple[np.nda
     if config.rule == "none":
         raise ValueError("rule 'none' has no qualifying set")
     pairs, n_stop = _qualifying_table(*_kernel_args(arrays, config))
-    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
-    return pairs[order], int(n_stop)
+    n = np.int64(len(arrays.sent_ids))
+    keys = np.unique(pairs[:, 0] * n + pairs[:, 1])
+    return np.stack([keys // max(n, 1), keys % max(n, 1)], axis=1), int(n_stop)
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True)
 def _mix(x):
     """splitmix64 finaliser."""
     z = x + np.uint64(_GOLDEN)
@@ -275,7 +284,7 @@ def _mix_py(x: int) -> int:
     return z ^ (z >> 31)
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True)
 def _u32(x):
     return np.uint64(np.int64(x) & 0xFFFFFFFF)
 
@@ -291,10 +300,15 @@ def _prio_sent(base, sid):
 
 
 @nb.njit(cache=True)
-def _prio_pair(base, sx, sy):
+def _pair_base(base):
+    return _mix(base ^ np.uint64(_PAIR_SALT))
+
+
+@nb.njit(cache=True)
+def _prio_pair(pair_base, sx, sy):
     if sx > sy:
         sx, sy = sy, sx
-    return _mix(_mix(base ^ np.uint64(_PAIR_SALT)) + ((_u32(sx) << np.uint64(32)) | _u32(sy)))
+    return _mix(pair_base + ((_u32(sx) << np.uint64(32)) | _u32(sy)))
 
 
 @nb.njit(cache=True)
@@ -320,25 +334,26 @@ def _prio_round_py(base: int, r: int, sid: int) -> int:
 
 
 @nb.njit(cache=True)
-def _build_index(codes, w, off, r0, n, W, hpow, limit, small, small_side):
+def _build_index(codes, w, off, r0, n, W, hpow, limit, small, hi):
     """Posting lists of the weighted grams (threshold ``W``) of rows r0 .. r0+n-1.
 
     Returns (post_ptr, post_sid, sent_lo, sent_hi, sent_grp, n_small, n_stop): group g's
     sentences (local ids) are post_sid[post_ptr[g]:post_ptr[g+1]], sentence s's groups are
-    sent_grp[sent_lo[s]:sent_hi[s]]. With ``small_side`` (the index for the small-sentence
-    threshold, whose pairs always involve a small sentence) only grams of small sentences
+    sent_grp[sent_lo[s]:sent_hi[s]]. For W < hi (the index for the small-sentence threshold,
+    whose pairs always involve a small sentence) only grams of small sentences
     open groups, other sentences join existing groups only, and each posting list holds its
     ``n_small[g]`` small sentences first.
     """
+    small_side = W < hi
     total = off[r0 + n] - off[r0]
     slots = 1
     while slots < 2 * total + 2:
         slots *= 2
     mask = slots - 1
     slot_grp = np.full(slots, -1, np.int32)
-    g_hash = np.empty(total, np.uint64)
+    slot_hash = np.empty(slots, np.uint64)
     g_start = np.empty(total, np.int64)
-    g_len = np.empty(total, np.int64)
+    g_len = np.empty(total, np.int32)
     g_last = np.empty(total, np.int32)
     g_cnt = np.zeros(total, np.int32)
     g_small = np.zeros(total, np.int32)
@@ -350,7 +365,7 @@ def _build_index(codes, w, off, r0, n, W, hpow, limit, small, small_side):
     for s in range(n):
         maxlen = max(maxlen, off[r0 + s + 1] - off[r0 + s])
     H = np.empty(maxlen + 1, np.uint64)
-    base = np.uint64(_HASH_BASE)
+    base = hpow[1]
     ng = 0
     npost = 0
     for phase in range(2 if small_side else 1):
@@ -381,7 +396,7 @@ def _build_index(codes, w, off, r0, n, W, hpow, limit, small, small_side):
                         cand = slot_grp[k]
                         if cand == -1:
                             break
-                        if g_hash[cand] == h and g_len[cand] == glen:
+                        if slot_hash[k] == h and g_len[cand] == glen:
                             st = g_start[cand]
                             same = True
                             for t in range(glen):
@@ -396,7 +411,7 @@ def _build_index(codes, w, off, r0, n, W, hpow, limit, small, small_side):
                         g = ng
                         ng += 1
                         slot_grp[k] = g
-                        g_hash[g] = h
+                        slot_hash[k] = h
                         g_start[g] = i
                         g_len[g] = glen
                         g_last[g] = -1
@@ -426,38 +441,37 @@ def _build_index(codes, w, off, r0, n, W, hpow, limit, small, small_side):
 
 
 @nb.njit(cache=True)
-def _collect_from(idx, i, only_small, small, is_title, allow_title, limit, mark, stamp, out, k):
+def _collect_from(idx, i, only_small, is_title, limit, mark, stamp, out, k):
     post_ptr, post_sid, sent_lo, sent_hi, sent_grp, n_small, _ = idx
     for p in range(sent_lo[i], sent_hi[i]):
         g = sent_grp[p]
-        lo_, hi_ = post_ptr[g], post_ptr[g + 1]
-        if limit > 0 and hi_ - lo_ > limit:
+        first, last = post_ptr[g], post_ptr[g + 1]
+        if limit > 0 and last - first > limit:
             continue
         if only_small:
-            hi_ = lo_ + n_small[g]
-        for q in range(lo_, hi_):
+            last = first + n_small[g]
+        for q in range(first, last):
             j = post_sid[q]
-            if mark[j] == stamp:
-                continue
-            mark[j] = stamp
-            if not allow_title and is_title[j]:
-                continue
-            out[k] = j
-            k += 1
+            if mark[j] != stamp:
+                mark[j] = stamp
+                if not is_title[j]:
+                    out[k] = j
+                    k += 1
     return k
 
 
 @nb.njit(cache=True)
-def _collect(i, idx_hi, idx_lo, use_lo, small, is_title, allow_title, limit, mark, stamp, out):
-    """Qualifying partners of local sentence i not yet stamped (caller stamps i and exclusions)."""
-    k = _collect_from(idx_hi, i, False, small, is_title, allow_title, limit, mark, stamp, out, 0)
+def _collect(i, idx_hi, idx_lo, use_lo, small, is_title, limit, mark, stamp, out):
+    """Qualifying content partners of local sentence i not yet stamped (the caller stamps i and exclusions)."""
+    k = _collect_from(idx_hi, i, False, is_title, limit, mark, stamp, out, 0)
     if use_lo:
-        k = _collect_from(idx_lo, i, not small[i], small, is_title, allow_title, limit, mark, stamp, out, k)
+        k = _collect_from(idx_lo, i, not small[i], is_title, limit, mark, stamp, out, k)
     return k
 
 
 @nb.njit(cache=True)
 def _same_text(codes, off, x, y):
+    """Rows x and y have the same norm text."""
     lx = off[x + 1] - off[x]
     if lx != off[y + 1] - off[y]:
         return False
@@ -471,16 +485,16 @@ def _same_text(codes, off, x, y):
 @nb.njit(cache=True)
 def _match(codes, pw, off, x, y, ws):
     """Common substring with the automaton of row x, queried with row y."""
-    res = common_substring_kernel(
+    return common_substring_kernel(
         codes[off[x] : off[x + 1]], codes[off[y] : off[y + 1]], pw[off[y] : off[y + 1] + 1], ws
     )
-    return res
 
 
 @nb.njit(cache=True)
 def _doc_indexes(codes, w, off, d0, n, small, hi, lo, limit, hpow):
+    """The document's ``hi`` index and, when it has a small sentence and lo < hi, its ``lo`` index."""
     small_l = small[d0 : d0 + n]
-    idx_hi = _build_index(codes, w, off, d0, n, hi, hpow, limit, small_l, False)
+    idx_hi = _build_index(codes, w, off, d0, n, hi, hpow, limit, small_l, hi)
     use_lo = False
     if lo < hi:
         for s in range(n):
@@ -488,7 +502,7 @@ def _doc_indexes(codes, w, off, d0, n, small, hi, lo, limit, hpow):
                 use_lo = True
                 break
     if use_lo:
-        idx_lo = _build_index(codes, w, off, d0, n, lo, hpow, limit, small_l, True)
+        idx_lo = _build_index(codes, w, off, d0, n, lo, hpow, limit, small_l, hi)
     else:
         idx_lo = idx_hi
     return idx_hi, idx_lo, use_lo
@@ -496,6 +510,13 @@ def _doc_indexes(codes, w, off, d0, n, small, hi, lo, limit, hpow):
 
 @nb.njit(cache=True)
 def _qualifying_table(codes, w, pw, off, bounds, is_title, sids, keys, small, hi, lo, limit, hpow):
+    """Every qualifying (row, row) pair, each looked up from one side only.
+
+    The ``hi`` index is read from a pair's earlier sentence (its posting lists ascend, so only
+    their tails past ``i`` are read), the ``lo`` index from a pair's small sentence (from the
+    earlier one when both are small). A pair of an earlier non-small and a later small sentence
+    can come out of both; the caller drops the duplicates.
+    """
     cap = 1024
     out = np.empty((cap, 2), np.int64)
     k_out = 0
@@ -513,33 +534,76 @@ def _qualifying_table(codes, w, pw, off, bounds, is_title, sids, keys, small, hi
         buf = np.empty(n, np.int64)
         for i in range(n):
             mark[i] = i
-            k = _collect(i, idx_hi, idx_lo, use_lo, small_l, title_l, not title_l[i], limit, mark, i, buf)
+            k = 0
+            post_ptr, post_sid, sent_lo, sent_hi, sent_grp, _, _ = idx_hi
+            for p in range(sent_lo[i], sent_hi[i]):
+                g = sent_grp[p]
+                first, q = post_ptr[g], post_ptr[g + 1] - 1
+                if limit > 0 and q + 1 - first > limit:
+                    continue
+                while q >= first and post_sid[q] > i:
+                    j = post_sid[q]
+                    q -= 1
+                    if mark[j] != i:
+                        mark[j] = i
+                        if not (title_l[i] and title_l[j]):
+                            buf[k] = j
+                            k += 1
+            if use_lo and small_l[i]:
+                post_ptr, post_sid, sent_lo, sent_hi, sent_grp, _, _ = idx_lo
+                for p in range(sent_lo[i], sent_hi[i]):
+                    g = sent_grp[p]
+                    if limit > 0 and post_ptr[g + 1] - post_ptr[g] > limit:
+                        continue
+                    for q in range(post_ptr[g], post_ptr[g + 1]):
+                        j = post_sid[q]
+                        if mark[j] == i or (small_l[j] and j < i):
+                            continue
+                        mark[j] = i
+                        if not (title_l[i] and title_l[j]):
+                            buf[k] = j
+                            k += 1
+            if k_out + k > cap:
+                while k_out + k > cap:
+                    cap *= 2
+                bigger = np.empty((cap, 2), np.int64)
+                bigger[:k_out] = out[:k_out]
+                out = bigger
             for t in range(k):
                 j = buf[t]
-                if j > i:
-                    if k_out == cap:
-                        cap *= 2
-                        bigger = np.empty((cap, 2), np.int64)
-                        bigger[:k_out] = out[:k_out]
-                        out = bigger
-                    out[k_out, 0] = d0 + i
-                    out[k_out, 1] = d0 + j
-                    k_out += 1
+                out[k_out, 0] = d0 + min(i, j)
+                out[k_out, 1] = d0 + max(i, j)
+                k_out += 1
     return out[:k_out], n_stop
 
 
 @nb.njit(cache=True)
-def _pop_min(buf, k, base, sids, d0, i):
-    """Remove and return the partner of i with the smallest (pair priority, local id)."""
+def _usable(codes, off, d0, i, buf, k, uses, prio, pair_base, sids, counts):
+    """Drop partners of i that are identical to it or used up (counted); key the rest by pair priority."""
+    kk = 0
+    for q in range(k):
+        j = buf[q]
+        if _same_text(codes, off, d0 + i, d0 + j):
+            counts[_IDENT] += 1
+        elif uses[j] == 0:
+            counts[_REPEAT] += 1
+        else:
+            buf[kk] = j
+            prio[kk] = _prio_pair(pair_base, sids[d0 + i], sids[d0 + j])
+            kk += 1
+    return kk
+
+
+@nb.njit(cache=True)
+def _pop_min(buf, prio, k):
+    """Remove and return the partner with the smallest (pair priority, local id) from buf[:k]."""
     best = 0
-    bp = _prio_pair(base, sids[d0 + i], sids[d0 + buf[0]])
     for t in range(1, k):
-        p = _prio_pair(base, sids[d0 + i], sids[d0 + buf[t]])
-        if p < bp or (p == bp and buf[t] < buf[best]):
+        if prio[t] < prio[best] or (prio[t] == prio[best] and buf[t] < buf[best]):
             best = t
-            bp = p
     j = buf[best]
     buf[best] = buf[k - 1]
+    prio[best] = prio[k - 1]
     return j
 
 
@@ -548,177 +612,181 @@ def _select_table(
     codes, w, pw, off, bounds, is_title, sids, keys, small, hi, lo, limit, hpow,
     rule_none, repeat, title_quota, cap_factor, seed, ws,
 ):  # fmt: skip
+    """Pairs of every document: titles pick first, then content sentences (see the module doc)."""
     n_rows = is_title.shape[0]
     out_cap = cap_factor * n_rows + 1
-    out_a = np.empty(out_cap, np.int64)
-    out_b = np.empty(out_cap, np.int64)
-    out_t = np.zeros(out_cap, np.bool_)
-    out_m = np.empty((out_cap, 7), np.int64)
-    counts = np.zeros(7, np.int64)
-    k_out = 0
+    out = (
+        np.empty(out_cap, np.int64),  # a row
+        np.empty(out_cap, np.int64),  # b row
+        np.zeros(out_cap, np.bool_),  # title pair
+        np.empty((out_cap, 7), np.int64),  # common substring
+        np.zeros(len(COUNTERS), np.int64),
+    )
+    counts = out[4]
+    text = (codes, pw, off, sids, ws)
+    k_out = np.int64(0)
     max_deg = max(repeat, title_quota, 1)
     for d in range(bounds.shape[0] - 1):
         d0 = bounds[d]
         n = bounds[d + 1] - d0
         base = _doc_base(seed, keys[d])
-        cap = cap_factor * n
-        n_doc = 0
-        capped = False
         uses = np.empty(n, np.int64)
         for s in range(n):
             uses[s] = 0 if is_title[d0 + s] else repeat
-        adj = np.empty((n, max_deg), np.int64)
-        adj_n = np.zeros(n, np.int64)
-        mark = np.full(n, -1, np.int64)
-        buf = np.empty(n, np.int64)
-        small_l = small[d0 : d0 + n]
-        title_l = is_title[d0 : d0 + n]
-        stamp = 0
-        if not rule_none:
-            idx_hi, idx_lo, use_lo = _doc_indexes(codes, w, off, d0, n, small, hi, lo, limit, hpow)
-            counts[_STOP] += idx_hi[6] + (idx_lo[6] if use_lo else 0)
-        else:
-            idx_hi = idx_lo = _build_index(codes, w, off, d0, 0, hi, hpow, limit, small, False)
-            use_lo = False
-        # Titles first.
-        for t in range(n):
-            if not title_l[t] or capped:
-                continue
+        state = (
+            uses,
+            np.empty((n, max_deg), np.int64),  # adj: partners so far
+            np.zeros(n, np.int64),  # adj_n
+            np.full(n, -1, np.int64),  # mark: stamp of the last turn that saw the sentence
+            np.empty(n, np.int64),  # buf: partners of the current turn
+            np.empty(n, np.uint64),  # prio: their pair priorities
+        )
+        indexed = 0 if rule_none else n  # rule none needs no index
+        idx_hi, idx_lo, use_lo = _doc_indexes(codes, w, off, d0, indexed, small, hi, lo, limit, hpow)
+        counts[_STOP] += idx_hi[6] + (idx_lo[6] if use_lo else 0)
+        doc = (d0, n, is_title[d0 : d0 + n], small[d0 : d0 + n], base, _pair_base(base), cap_factor * n, k_out)
+        index = (idx_hi, idx_lo, use_lo, hi, lo, limit, rule_none)
+        k_doc, capped, stamp = _title_turns(text, doc, index, state, out, k_out, title_quota)
+        if not capped:
             if rule_none:
-                k = 0
-                for j in range(n):
-                    if not title_l[j]:
-                        buf[k] = j
-                        k += 1
+                k_doc, capped = _random_rounds(text, doc, state, out, k_doc, repeat)
             else:
-                stamp += 1
-                mark[t] = stamp
-                k = _collect(t, idx_hi, idx_lo, use_lo, small_l, title_l, False, limit, mark, stamp, buf)
-            kk = 0
-            for q in range(k):
-                j = buf[q]
-                if _same_text(codes, off, d0 + t, d0 + j):
-                    counts[_IDENT] += 1
-                elif uses[j] == 0:
-                    counts[_REPEAT] += 1
-                else:
-                    buf[kk] = j
-                    kk += 1
-            k = kk
-            taken = 0
-            while taken < title_quota and k > 0:
-                if n_doc >= cap:
-                    capped = True
-                    break
-                j = _pop_min(buf, k, base, sids, d0, t)
-                k -= 1
-                res = _match(codes, pw, off, d0 + t, d0 + j, ws)
-                counts[_CHECKED] += 1
-                if not rule_none:
-                    thr = lo if (use_lo and (small_l[t] or small_l[j])) else hi
-                    if res[3] < thr:
-                        counts[_BELOW] += 1
-                        continue
-                out_a[k_out] = d0 + t
-                out_b[k_out] = d0 + j
-                out_t[k_out] = True
-                for f in range(7):
-                    out_m[k_out, f] = res[f]
-                k_out += 1
-                n_doc += 1
-                taken += 1
-                uses[j] -= 1
-        # Content sentences.
-        n_content = 0
-        for s in range(n):
-            if not title_l[s]:
-                buf[n_content] = s
-                n_content += 1
-        rounds = repeat if rule_none else 1
-        for r in range(rounds):
-            if capped:
-                break
-            order_keys = np.empty(n_content, np.uint64)
-            members = np.empty(n_content, np.int64)
-            m = 0
-            for s in range(n):
-                if title_l[s] or (rule_none and uses[s] == 0):
-                    continue
-                members[m] = s
-                if rule_none:
-                    order_keys[m] = _prio_round(base, r, sids[d0 + s])
-                else:
-                    order_keys[m] = _prio_sent(base, sids[d0 + s])
-                m += 1
-            order = members[:m][np.argsort(order_keys[:m], kind="mergesort")]
-            if rule_none:
-                for p in range(0, m - 1, 2):
-                    x = order[p]
-                    y = order[p + 1]
-                    if n_doc >= cap:
-                        capped = True
-                        break
-                    if _same_text(codes, off, d0 + x, d0 + y):
-                        counts[_IDENT] += 1
-                        continue
-                    dup = False
-                    for q in range(adj_n[x]):
-                        if adj[x, q] == y:
-                            dup = True
-                    if dup:
-                        continue
-                    k_out = _emit_content(
-                        codes, pw, off, sids, d0, x, y, ws, out_a, out_b, out_m, k_out, counts, uses, adj, adj_n
-                    )
-                    n_doc += 1
-                continue
-            for p in range(m):
-                i = order[p]
-                if uses[i] == 0:
-                    continue
-                if n_doc >= cap:
-                    capped = True
-                    break
-                stamp += 1
-                mark[i] = stamp
-                for q in range(adj_n[i]):
-                    mark[adj[i, q]] = stamp
-                k = _collect(i, idx_hi, idx_lo, use_lo, small_l, title_l, False, limit, mark, stamp, buf)
-                kk = 0
-                for q in range(k):
-                    j = buf[q]
-                    if _same_text(codes, off, d0 + i, d0 + j):
-                        counts[_IDENT] += 1
-                    elif uses[j] == 0:
-                        counts[_REPEAT] += 1
-                    else:
-                        buf[kk] = j
-                        kk += 1
-                k = kk
-                while uses[i] > 0 and k > 0:
-                    if n_doc >= cap:
-                        capped = True
-                        break
-                    j = _pop_min(buf, k, base, sids, d0, i)
-                    k -= 1
-                    before = k_out
-                    k_out = _emit_content(
-                        codes, pw, off, sids, d0, i, j, ws, out_a, out_b, out_m, k_out, counts, uses, adj, adj_n,
-                        lo if (use_lo and (small_l[i] or small_l[j])) else hi,
-                    )  # fmt: skip
-                    n_doc += k_out - before
-                if capped:
-                    break
-        if capped:
-            counts[_DOCCAP] += 1
-        if n_doc == 0:
-            counts[_EMPTY] += 1
-    return out_a[:k_out], out_b[:k_out], out_t[:k_out], out_m[:k_out], counts
+                k_doc, capped = _lcs_turns(text, doc, index, state, out, k_doc, stamp)
+        counts[_DOCCAP] += capped
+        counts[_EMPTY] += k_doc == k_out
+        k_out = k_doc
+    return out[0][:k_out], out[1][:k_out], out[2][:k_out], out[3][:k_out], counts
 
 
 @nb.njit(cache=True)
-def _emit_content(codes, pw, off, sids, d0, x, y, ws, out_a, out_b, out_m, k_out, counts, uses, adj, adj_n, thr=0):
-    """Check and record content pair (x, y) with a = the smaller sent_id (then row); returns the new count."""
+def _partners(i, doc, index, state, stamp, text, counts):
+    """Usable partners of local sentence i at its turn, in buf[:k] with their priorities (rule none: all)."""
+    d0, n, title_l, small_l, _, pair_base, _, _ = doc
+    idx_hi, idx_lo, use_lo, _, _, limit, rule_none = index
+    uses, adj, adj_n, mark, buf, prio = state
+    codes, _, off, sids, _ = text
+    if rule_none:
+        k = 0
+        for j in range(n):
+            if not title_l[j]:
+                buf[k] = j
+                k += 1
+    else:
+        mark[i] = stamp
+        for q in range(adj_n[i]):
+            mark[adj[i, q]] = stamp
+        k = _collect(i, idx_hi, idx_lo, use_lo, small_l, title_l, limit, mark, stamp, buf)
+    return _usable(codes, off, d0, i, buf, k, uses, prio, pair_base, sids, counts)
+
+
+@nb.njit(cache=True)
+def _title_turns(text, doc, index, state, out, k_out, title_quota):
+    """Each title takes up to ``title_quota`` partners; returns (pairs so far, capped, last stamp)."""
+    codes, pw, off, _, ws = text
+    d0, n, title_l, small_l, _, _, cap, k_first = doc
+    _, _, use_lo, hi, lo, _, rule_none = index
+    uses, _, _, _, buf, prio = state
+    out_a, out_b, out_t, out_m, counts = out
+    k_doc = k_out
+    stamp = np.int64(0)
+    for t in range(n):
+        if not title_l[t]:
+            continue
+        stamp += 1
+        k = _partners(t, doc, index, state, stamp, text, counts)
+        taken = 0
+        while taken < title_quota and k > 0:
+            if k_doc - k_first >= cap:
+                return k_doc, True, stamp
+            j = _pop_min(buf, prio, k)
+            k -= 1
+            res = _match(codes, pw, off, d0 + t, d0 + j, ws)
+            counts[_CHECKED] += 1
+            if not rule_none and res[3] < (lo if (use_lo and (small_l[t] or small_l[j])) else hi):
+                counts[_BELOW] += 1
+                continue
+            out_a[k_doc] = d0 + t
+            out_b[k_doc] = d0 + j
+            out_t[k_doc] = True
+            for f in range(7):
+                out_m[k_doc, f] = res[f]
+            k_doc += 1
+            taken += 1
+            uses[j] -= 1
+    return k_doc, False, stamp
+
+
+@nb.njit(cache=True)
+def _content_order(base, r, sids, d0, title_l, uses):
+    """Content sentences in seeded random order: round ``r`` of rule none (those with uses left), or -1 for turns."""
+    n = title_l.shape[0]
+    members = np.empty(n, np.int64)
+    order_keys = np.empty(n, np.uint64)
+    m = 0
+    for s in range(n):
+        if title_l[s] or (r >= 0 and uses[s] == 0):
+            continue
+        members[m] = s
+        order_keys[m] = _prio_round(base, r, sids[d0 + s]) if r >= 0 else _prio_sent(base, sids[d0 + s])
+        m += 1
+    return members[:m][np.argsort(order_keys[:m], kind="mergesort")]
+
+
+@nb.njit(cache=True)
+def _lcs_turns(text, doc, index, state, out, k_doc, stamp):
+    """Content sentences in turn take their best-priority qualifying partners; returns (pairs, capped)."""
+    d0, _, title_l, small_l, base, _, cap, k_first = doc
+    _, _, use_lo, hi, lo, _, _ = index
+    uses, _, _, _, buf, prio = state
+    counts = out[4]
+    for i in _content_order(base, np.int64(-1), text[3], d0, title_l, uses):
+        if uses[i] == 0:
+            continue
+        if k_doc - k_first >= cap:
+            return k_doc, True
+        stamp += 1
+        k = _partners(i, doc, index, state, stamp, text, counts)
+        while uses[i] > 0 and k > 0:
+            if k_doc - k_first >= cap:
+                return k_doc, True
+            j = _pop_min(buf, prio, k)
+            k -= 1
+            k_doc = _emit_content(
+                text, d0, i, j, state, out, k_doc, lo if use_lo and (small_l[i] or small_l[j]) else hi
+            )
+    return k_doc, False
+
+
+@nb.njit(cache=True)
+def _random_rounds(text, doc, state, out, k_doc, repeat):
+    """Rule none: each round pairs neighbours in a seeded shuffle of the sentences with uses left."""
+    codes, _, off, _, _ = text
+    d0, _, title_l, _, base, _, cap, k_first = doc
+    uses, adj, adj_n, _, _, _ = state
+    counts = out[4]
+    for r in range(repeat):
+        order = _content_order(base, np.int64(r), text[3], d0, title_l, uses)
+        for p in range(0, order.shape[0] - 1, 2):
+            x, y = order[p], order[p + 1]
+            if k_doc - k_first >= cap:
+                return k_doc, True
+            if _same_text(codes, off, d0 + x, d0 + y):
+                counts[_IDENT] += 1
+                continue
+            seen = False
+            for q in range(adj_n[x]):
+                seen = seen or adj[x, q] == y
+            if not seen:
+                k_doc = _emit_content(text, d0, x, y, state, out, k_doc, np.int64(0))
+    return k_doc, False
+
+
+@nb.njit(cache=True)
+def _emit_content(text, d0, x, y, state, out, k_doc, thr):
+    """Check content pair (x, y) and record it with a = the smaller sent_id (then row); returns the new count."""
+    codes, pw, off, sids, ws = text
+    uses, adj, adj_n, _, _, _ = state
+    out_a, out_b, _, out_m, counts = out
     ax, by = d0 + x, d0 + y
     if sids[by] < sids[ax] or (sids[by] == sids[ax] and by < ax):
         ax, by = by, ax
@@ -726,18 +794,18 @@ def _emit_content(codes, pw, off, sids, d0, x, y, ws, out_a, out_b, out_m, k_out
     counts[_CHECKED] += 1
     if res[3] < thr:
         counts[_BELOW] += 1
-        return k_out
-    out_a[k_out] = ax
-    out_b[k_out] = by
+        return k_doc
+    out_a[k_doc] = ax
+    out_b[k_doc] = by
     for f in range(7):
-        out_m[k_out, f] = res[f]
+        out_m[k_doc, f] = res[f]
     uses[x] -= 1
     uses[y] -= 1
     adj[x, adj_n[x]] = y
     adj_n[x] += 1
     adj[y, adj_n[y]] = x
     adj_n[y] += 1
-    return k_out + 1
+    return k_doc + 1
 
 
 def _reference_setup(norms: Sequence[str], arrays: SentenceArrays, config: PairConfig):

@@ -152,7 +152,7 @@ def _arrays(
         char_offsets=char_offsets,
         doc_bounds=bounds,
         doc_keys=doc_keys(doc_ids),
-        sent_ids=sentences.column("sent_id").to_numpy().astype(np.int32, copy=False),
+        sent_ids=np.array(sentences.column("sent_id").to_numpy(), dtype=np.int32),  # writable: one kernel signature
         is_title=sentences.column("is_title").fill_null(False).to_numpy().astype(bool, copy=False),
     )
     return arrays, data, boffs
@@ -252,12 +252,12 @@ def _trim_zero_weight(match, a_row, char_offsets, w):
         match[p, 0], match[p, 1], match[p, 2] = sa, sb, ln
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True)
 def _rotl(x, r):
-    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+    return (x << r) | (x >> (np.uint64(64) - r))
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True)
 def _read64(buf, i):
     v = np.uint64(0)
     for t in range(8):
@@ -265,10 +265,10 @@ def _read64(buf, i):
     return v
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True)
 def _xxh_round(acc, lane):
     acc = acc + lane * np.uint64(_XXH_P2)
-    return _rotl(acc, 31) * np.uint64(_XXH_P1)
+    return _rotl(acc, np.uint64(31)) * np.uint64(_XXH_P1)
 
 
 @nb.njit(cache=True)
@@ -293,7 +293,7 @@ def xxh64(buf, n, seed):
             v3 = _xxh_round(v3, _read64(buf, i + 16))
             v4 = _xxh_round(v4, _read64(buf, i + 24))
             i += 32
-        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
+        h = _rotl(v1, np.uint64(1)) + _rotl(v2, np.uint64(7)) + _rotl(v3, np.uint64(12)) + _rotl(v4, np.uint64(18))
         for v in (v1, v2, v3, v4):
             h = (h ^ _xxh_round(np.uint64(0), v)) * p1 + p4
     else:
@@ -301,18 +301,18 @@ def xxh64(buf, n, seed):
     h += np.uint64(n)
     while i + 8 <= n:
         h ^= _xxh_round(np.uint64(0), _read64(buf, i))
-        h = _rotl(h, 27) * p1 + p4
+        h = _rotl(h, np.uint64(27)) * p1 + p4
         i += 8
     if i + 4 <= n:
         v = np.uint64(0)
         for t in range(4):
             v |= np.uint64(buf[i + t]) << np.uint64(8 * t)
         h ^= v * p1
-        h = _rotl(h, 23) * p2 + p3
+        h = _rotl(h, np.uint64(23)) * p2 + p3
         i += 4
     while i < n:
         h ^= np.uint64(buf[i]) * p5
-        h = _rotl(h, 11) * p1
+        h = _rotl(h, np.uint64(11)) * p1
         i += 1
     h ^= h >> np.uint64(33)
     h *= p2

@@ -54,8 +54,13 @@ def stop(proc: subprocess.Popen) -> None:
 @pytest.mark.slow
 def test_deployment_run_through_a_real_server(tmp_path):
     corpus = tmp_path / "docs.jsonl"
-    corpus.write_text(
-        json.dumps({"title": "Cats", "text": "Cats purr loudly. Cats purr softly.\nKittens play."}) + "\n", encoding="utf-8"
+    doc = {"title": "Cats", "text": "Cats purr loudly. Cats purr softly.\nKittens play."}
+    corpus.write_text(json.dumps(doc) + "\n", encoding="utf-8")
+    questions = tmp_path / "questions.tsv"
+    questions.write_text(
+        "id\ttitle\ttag\n0\tHow do I sort a list in python\tpython\n1\tpython list sort order\tpython\n"
+        "2\tjava string to int\tjava\n3\tconvert a string to an int in java\tjava\n",
+        encoding="utf-8",
     )
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
@@ -105,6 +110,27 @@ def test_deployment_run_through_a_real_server(tmp_path):
         con.close()
         assert rows == [("Cats",), ("Cats purr loudly.",), ("Cats purr softly.",), ("Kittens play.",)]
         assert shards == [("Cats purr loudly.", "Cats purr softly.", "cats purr ")]
+
+        for name in ("mine-keywords/mine-keywords", "train/train", "evaluate/evaluate"):
+            with urllib.request.urlopen(f"{api}/deployments/name/{name}", timeout=10) as response:
+                assert json.load(response)["name"] == name.split("/")[1]
+        run = subprocess.run(
+            [str(BIN / "prefect"), "deployment", "run", "evaluate/evaluate", "--watch", "--watch-timeout", "240"]
+            + ["-p", 'models=["bm25"]', "-p", f"stackoverflow={questions}", "-p", "stsb=[]"]
+            + ["-p", "lee=false", "-p", "demo_retrieval=false"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr + (logs / "serve.log").read_text()
+        con = duckdb.connect(str(tmp_path / "data" / "catalog.duckdb"), read_only=True)
+        p_at_1 = con.execute(
+            "SELECT value FROM metrics WHERE model = 'bm25' AND metric = 'precision' AND k = 1"
+        ).fetchall()
+        con.close()
+        assert p_at_1 == [(1.0,)]  # each question's nearest other question shares its tag
     finally:
         if serve is not None:
             stop(serve)

@@ -1,0 +1,54 @@
+"""The baseline figures: every baseline on every evaluation set, through the `evaluate` flow.
+
+    .venv/bin/python benchmarks/eval_baselines.py                        # all 16,000 StackOverflow queries
+    .venv/bin/python benchmarks/eval_baselines.py --question-queries 1000 --only-stackoverflow
+
+Baselines: BM25, all-MiniLM-L6-v2, the same architecture untrained (seed 0), GloVe-50d mean, and
+word2vec means trained on the demo Wikipedia sample and on the StackOverflow titles themselves
+(unlabelled, as TFCSG uses them). Sets: StackOverflow train titles (question retrieval and
+zero-shot), STS-B dev en and zh, Lee-50, and the held-out demo retrieval set. Prints the report;
+the `metrics` rows land in the data root's catalog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from flows.evaluate import STACKOVERFLOW, evaluate  # noqa: E402
+
+MODELS = ["bm25", "minilm", "untrained", "glove", "word2vec", f"word2vec:{STACKOVERFLOW}#title"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default=None, help="data root (default: $GUR_HOME or ./data)")
+    parser.add_argument("--question-queries", type=int, default=0, help="sampled StackOverflow queries (0: all)")
+    parser.add_argument("--only-stackoverflow", action="store_true", help="skip STS, Lee-50 and the demo set")
+    parser.add_argument("--models", nargs="+", default=MODELS)
+    args = parser.parse_args()
+    started = time.monotonic()
+    only = args.only_stackoverflow
+    result = evaluate(
+        models=args.models,
+        stsb=[] if only else None,
+        lee=not only,
+        demo_retrieval=not only,
+        question_queries=args.question_queries,
+        root=args.root,
+    )
+    print(Path(result["report"]).read_text(encoding="utf-8"))
+    print(f"report: {result['report']}  ({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

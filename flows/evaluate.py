@@ -1,0 +1,83 @@
+"""The `evaluate` flow: every model on every configured dataset -> `metrics` table, report, charts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+
+from models.encoders import BASELINES
+from storage.layout import data_root
+from tasks.catalog_task import update_catalog
+from tasks.eval_suite import DatasetSpec, SuiteConfig, applicable
+from tasks.eval_tasks import QuestionRetrievalConfig, RetrievalConfig, ZeroShotConfig
+from tasks.evaluate_task import evaluate_unit, publish_evaluation, write_metrics
+from tasks.stage_cache import run_stage
+
+REPO = Path(__file__).resolve().parents[1]
+STACKOVERFLOW = "../shared/data/stackoverflow/train.tsv"
+STSB = ("../shared/data/stsb/stsb-en-dev.csv", "../shared/data/stsb/stsb-zh-dev.csv")
+
+
+def _path(path: str) -> str:
+    """Relative paths resolve against the repository root (where the deployment runs)."""
+    return str((REPO / path).resolve()) if path and not Path(path).is_absolute() else path
+
+
+def _model(spec: str) -> str:
+    kind, sep, arg = spec.partition(":")
+    if kind in BASELINES:
+        if kind == "word2vec" and arg:
+            corpus, hash_, field = arg.partition("#")
+            return f"word2vec:{_path(corpus)}{hash_}{field}"
+        return spec
+    return _path(spec)
+
+
+@flow(name="evaluate", log_prints=True)
+def evaluate(
+    models: list[str] | None = None,
+    stackoverflow: str | None = STACKOVERFLOW,
+    stsb: list[str] | None = None,
+    lee: bool = True,
+    demo_retrieval: bool = True,
+    beir: list[str] | None = None,
+    beir_split: str = "test",
+    question_queries: int = 0,
+    limit: int = 0,
+    demo_max_articles: int = 0,
+    batch_size: int = 64,
+    device: str | None = None,
+    root: str | None = None,
+) -> dict:
+    """Evaluate model folders and baselines (default: all five baselines) on the configured sets.
+
+    `stsb=None` takes the en and zh dev files; `[]` or `stackoverflow=""` skips a set. A file
+    that does not exist is reported as not run. `limit` > 0 keeps the first rows of each file and
+    `demo_max_articles` > 0 the first articles of the demo corpus: smoke tests, not benchmarks.
+    """
+    base = data_root(root)
+    specs = []
+    if stackoverflow:
+        specs.append(DatasetSpec("stackoverflow", _path(stackoverflow), limit=limit))
+    specs += [DatasetSpec("stsb", _path(p), limit=limit) for p in (STSB if stsb is None else stsb)]
+    specs += [DatasetSpec("lee")] if lee else []
+    specs += [DatasetSpec("demo", limit=demo_max_articles)] if demo_retrieval else []
+    specs += [DatasetSpec("beir", _path(p)) for p in beir or []]
+    config = SuiteConfig(
+        retrieval=RetrievalConfig(batch_size=batch_size),
+        question=QuestionRetrievalConfig(max_queries=question_queries, batch_size=batch_size),
+        zero_shot=ZeroShotConfig(batch_size=batch_size),
+        beir_split=beir_split,
+        batch_size=batch_size,
+    )
+    units = [
+        run_stage(evaluate_unit, base, model=_model(m), dataset=spec, config=config, device=device)
+        for m in (models if models is not None else list(BASELINES))
+        for spec in specs
+        if applicable(m, spec.kind)
+    ]
+    metrics = run_stage(write_metrics, base, units=units)
+    report = publish_evaluation(metrics, str(base))
+    update_catalog(str(base))
+    return {"metrics": metrics, "units": units, "report": report}

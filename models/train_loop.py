@@ -1,0 +1,459 @@
+"""GUR training: config, data, model, optimizer, get_lr, evaluate, loop. Resumable; DDP under torchrun.
+
+    python -m models.train_loop --config run.json                 # one process (CPU or one GPU)
+    torchrun --nproc_per_node=8 -m models.train_loop --config run.json
+
+`<out_dir>/checkpoints/step-NNNNNNNN.pt` is one dict (model, optimizer, scheduler, step, data
+position of every rank, RNG states, metrics so far), written atomically every `ckpt_every`
+steps and at exit; a restarted run continues from the newest one with the same loss curve.
+At the end: `metrics.csv` / `metrics.parquet`, `loss_curve.png`, `samples.jsonl` (span infills
+on fixed prompts at each checkpoint), `export/` and `summary.json` (written last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import random
+import signal
+import time
+import uuid
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from models.gur_t5 import GurModel, preset_config
+from models.losses import GurLoss, compute_loss_from_embeddings, in_batch_accuracy
+from models.pair_data import (
+    DataConfig,
+    PairStream,
+    bucket_files,
+    collate,
+    count_tokens,
+    distinct_doc_batches,
+    heldout_pairs,
+)
+from models.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
+
+DEFAULT_PROMPTS = (
+    "Anarchism is a political <extra_id_0> that rejects hierarchy.",
+    "The president of the United States is <extra_id_0> every four years.",
+    "Autism is a developmental disorder characterized by difficulties with <extra_id_0> interaction.",
+)
+
+
+@dataclass
+class TrainConfig:
+    out_dir: str
+    shards: str
+    preset: str = "tiny"
+    objective: str = "lm+cl"  # lm+cl (GUR-FULL), cl (the paper's GUR-LM), lm (GUR-CL)
+    alpha: float = 1.0
+    temperature: float = 0.1
+    pooling: str = "cls"
+    init_from: str = ""  # pretrained encoder folder to warm-start from (its tokenizer is used)
+    vocab_size: int = 8000  # WordPiece trained on the shards when not warm-starting
+    tokenizer_sample: int = 200_000
+    dropout: float = 0.1
+    max_steps: int = 1000
+    lr: float = 1e-4
+    schedule: str = "constant"  # constant with warmup (the paper) or cosine
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    grad_accum: int = 1
+    short_seq_len: int = 32
+    long_seq_len: int = 128
+    short_batch: int = 64
+    long_batch: int = 16
+    shuffle_buffer: int = 4096
+    heldout_fraction: float = 0.05
+    heldout_key: str = "doc"
+    fixed_shapes: bool = False  # pad to the bucket length: static shapes, for `compile` on a GPU
+    cl_inputs: str = "masked"  # masked: CL on the masked inputs (the paper, one encoder pass); clean: a second pass
+    seed: int = 0
+    dtype: str = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
+    compile: bool = False
+    threads: int = 0
+    log_every: int = 10
+    eval_every: int = 100
+    eval_pairs: int = 512
+    eval_batch: int = 32
+    ckpt_every: int = 200
+    keep_checkpoints: int = 2
+    prompts: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPTS))
+    stop_at_step: int = 0  # tests: leave the loop after this step with no final checkpoint (as if killed)
+    export: bool = True
+
+    def data_config(self) -> DataConfig:
+        return DataConfig(
+            self.shards,
+            self.short_seq_len,
+            self.long_seq_len,
+            self.short_batch,
+            self.long_batch,
+            self.shuffle_buffer,
+            self.seed,
+            heldout_fraction=self.heldout_fraction,
+            heldout_key=self.heldout_key,
+            fixed_shapes=self.fixed_shapes,
+            clean_views=self.cl_inputs == "clean" and self.objective != "lm",
+        )
+
+
+def get_lr(step: int, cfg: TrainConfig) -> float:
+    """LR multiplier: linear warmup, then constant or cosine down to `min_lr_ratio`."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def latest_checkpoint(ckpt_dir: Path) -> Path | None:
+    done = sorted(ckpt_dir.glob("step-*.pt"))  # only complete files carry this name (tmp + rename)
+    return done[-1] if done else None
+
+
+def save_checkpoint(ckpt_dir: Path, state: dict[str, Any], keep: int) -> Path:
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    path = ckpt_dir / f"step-{state['step']:08d}.pt"
+    tmp = ckpt_dir / f".tmp-{uuid.uuid4().hex}.pt"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    for old in sorted(ckpt_dir.glob("step-*.pt"))[:-keep]:
+        old.unlink()
+    return path
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def gather(obj: Any, world: int) -> list[Any]:
+    if world == 1:
+        return [obj]
+    out: list[Any] = [None] * world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def build_tokenizer(cfg: TrainConfig, tok_dir: Path) -> GurTokenizer:
+    """Load `tok_dir` if present; else the warm-start folder's tokenizer or WordPiece trained on the shards."""
+    if (tok_dir / "tokenizer_config.json").exists():
+        return load_tokenizer(tok_dir)
+    if cfg.init_from:
+        tok = load_tokenizer(cfg.init_from)
+    else:
+        import pyarrow.parquet as pq
+
+        texts: list[str] = []
+        for path in [p for b in ("short", "long") for p in bucket_files(cfg.shards, b)]:
+            cols = pq.read_table(path, columns=["a", "b"]).to_pydict()
+            texts.extend(cols["a"] + cols["b"])
+            if len(texts) >= cfg.tokenizer_sample:
+                break
+        tok = train_wordpiece(texts[: cfg.tokenizer_sample], vocab_size=cfg.vocab_size)
+    tmp = tok_dir.with_name(f".tokenizer-{uuid.uuid4().hex[:8]}")
+    tok.save(tmp)
+    os.replace(tmp, tok_dir)
+    return load_tokenizer(tok_dir)
+
+
+@torch.no_grad()
+def evaluate(model: GurModel, batches: list[dict[str, torch.Tensor]], device: torch.device, cfg: TrainConfig) -> dict:
+    """Held-out in-batch retrieval accuracy (chance = 1 / eval_batch) and CL loss on unmasked pairs."""
+    model.eval()
+    accs, losses = [], []
+    for batch in batches:
+        emb = model.embed(batch["input_ids"].to(device), batch["attention_mask"].to(device))  # (2N, D)
+        a, b = emb.chunk(2)
+        accs.append(in_batch_accuracy(a, b))
+        losses.append(float(compute_loss_from_embeddings(a, b, cfg.temperature)))
+    model.train()
+    return {
+        "heldout_acc": float(np.mean(accs)) if accs else float("nan"),
+        "heldout_cl": float(np.mean(losses)) if losses else float("nan"),
+    }
+
+
+@torch.no_grad()
+def infill_samples(model: GurModel, tok: GurTokenizer, prompts: list[str], device: torch.device) -> list[dict]:
+    """Greedy span infilling on fixed prompts (the paper's Table II style)."""
+    model.eval()
+    out = []
+    for prompt in prompts:
+        enc = tok.hf(prompt, return_tensors="pt").to(device)
+        gen = model.seq2seq.generate(**enc, max_new_tokens=12, do_sample=False)
+        text = tok.hf.decode(gen[0], skip_special_tokens=False)
+        fill = text.split("<extra_id_0>", 1)[-1].split("<extra_id_1>")[0]
+        for special in (tok.hf.pad_token, tok.hf.eos_token or tok.hf.sep_token, tok.hf.cls_token):
+            fill = fill.replace(special, "")
+        out.append({"prompt": prompt, "output": text, "filled": prompt.replace("<extra_id_0>", f"[{fill.strip()}]")})
+    model.train()
+    return out
+
+
+def write_reports(out: Path, metrics: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    if not metrics:
+        return
+    keys = sorted({k for row in metrics for k in row})
+    table = pa.table({k: [row.get(k) for row in metrics] for k in keys})
+    pq.write_table(table, out / "metrics.parquet")
+    pcsv.write_csv(table, out / "metrics.csv")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    steps = [r["step"] for r in metrics]
+    for key in ("loss", "lm_loss", "cl_loss"):
+        if any(key in r for r in metrics):
+            axes[0].plot(steps, [r.get(key, np.nan) for r in metrics], label=key)
+    axes[0].set_xlabel("step")
+    axes[0].legend()
+    for key in ("train_acc", "heldout_acc"):
+        pts = [(r["step"], r[key]) for r in metrics if key in r and not math.isnan(r[key])]
+        if pts:
+            axes[1].plot(*zip(*pts, strict=True), marker="o" if key == "heldout_acc" else None, label=key)
+    axes[1].set_xlabel("step")
+    axes[1].set_ylabel("in-batch retrieval accuracy")
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(out / "loss_curve.png", dpi=100)
+    plt.close(fig)
+
+
+def train(cfg: TrainConfig) -> dict[str, Any]:
+    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if ddp:
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = True
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    use_bf16 = device.type == "cuda" and cfg.dtype in ("auto", "bf16")
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
+    out = Path(cfg.out_dir)
+    ckpt_dir = out / "checkpoints"
+    out.mkdir(parents=True, exist_ok=True)
+    master = rank == 0
+
+    if master:
+        tok = build_tokenizer(cfg, out / "tokenizer")
+    if ddp:
+        dist.barrier()
+    if not master:
+        tok = load_tokenizer(out / "tokenizer")
+
+    resume = latest_checkpoint(ckpt_dir)
+    ckpt = torch.load(resume, map_location="cpu", weights_only=False) if resume else None
+    mcfg = preset_config(
+        cfg.preset,
+        vocab_size=tok.vocab_size,
+        pad_id=tok.pad_id,
+        eos_id=tok.eos_id,
+        cls_id=tok.cls_id,
+        pooling=cfg.pooling,
+        init_from=cfg.init_from,
+        dropout=cfg.dropout,
+    )
+    torch.manual_seed(cfg.seed)  # the same initial weights on every rank
+    model = GurModel(mcfg, load_weights=ckpt is None)
+    if ckpt:
+        model.load_state_dict(ckpt["model"])
+    model.to(device)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.999),
+        fused=device.type == "cuda",
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: get_lr(s, cfg))
+    stream = PairStream(cfg.data_config(), tok, rank, world)
+    step, metrics = 0, []
+    window: dict[str, Any] = {"sum": None, "n": 0}  # per-step stats summed since the last log row
+    if ckpt:
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        step, metrics = ckpt["step"], ckpt["metrics"]
+        if ckpt["world_size"] == world:
+            window = ckpt["window"][rank]
+            stream.load_state_dict(ckpt["data"][rank])
+            set_rng_state(ckpt["rng"][rank])
+        elif master:
+            print(f"resuming {world} ranks from {ckpt['world_size']}: data streams restart at their seeds")
+        if master:
+            print(f"resumed from {resume.name} at step {step}")
+    else:
+        torch.manual_seed(cfg.seed + rank)  # dropout differs per rank
+    del ckpt
+
+    loss_module = GurLoss(torch.compile(model) if cfg.compile else model, cfg.objective, cfg.alpha, cfg.temperature)
+    find_unused = cfg.objective != "lm+cl" or bool(cfg.init_from)
+    runner = (
+        torch.nn.parallel.DistributedDataParallel(
+            loss_module, device_ids=[local_rank] if device.type == "cuda" else None, find_unused_parameters=find_unused
+        )
+        if ddp
+        else loss_module
+    )
+    eval_batches = []
+    if master and cfg.eval_every:
+        dcfg = cfg.data_config()
+        for bucket, pairs in heldout_pairs(dcfg, cfg.eval_pairs).items():
+            eval_batches += [
+                collate(b, tok, dcfg.seq_len(bucket), None) for b in distinct_doc_batches(pairs, cfg.eval_batch)
+            ]
+        print(f"held-out: {len(eval_batches)} batches of {cfg.eval_batch} pairs (chance {1 / cfg.eval_batch:.3f})")
+
+    stop = {"flag": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
+
+    def checkpoint() -> None:
+        data = gather(stream.state_dict(), world)
+        rngs = gather(rng_state(), world)
+        windows = gather({"sum": None if window["sum"] is None else window["sum"].cpu(), "n": window["n"]}, world)
+        if master:
+            state = {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "step": step,
+                "data": data,
+                "rng": rngs,
+                "metrics": metrics,
+                "window": windows,
+                "world_size": world,
+                "config": dataclasses.asdict(cfg),
+                "model_config": dataclasses.asdict(mcfg),
+            }
+            save_checkpoint(ckpt_dir, state, cfg.keep_checkpoints)
+            if cfg.objective != "cl":
+                with (out / "samples.jsonl").open("a") as f:
+                    for row in infill_samples(model, tok, cfg.prompts, device):
+                        f.write(json.dumps({"step": step, **row}, ensure_ascii=False) + "\n")
+
+    model.train()
+    t0, tokens, last_saved = time.time(), 0, step
+    while step < cfg.max_steps and not stop["flag"]:
+        parts_sum: dict[str, torch.Tensor] = {}
+        loss_sum = torch.zeros((), device=device)
+        for micro in range(cfg.grad_accum):
+            _, batch = stream.next_batch()
+            tokens += count_tokens(batch)
+            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            sync = micro == cfg.grad_accum - 1
+            with runner.no_sync() if ddp and not sync else nullcontext(), autocast:
+                loss, parts = runner(batch)
+            (loss / cfg.grad_accum).backward()
+            loss_sum += loss.detach() / cfg.grad_accum
+            for k, v in parts.items():
+                parts_sum[k] = parts_sum.get(k, 0) + v.detach().float().to(device) / cfg.grad_accum
+        if cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        lr = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+
+        stats = torch.stack([loss_sum, *parts_sum.values()]).to(device)  # (1 + parts,) this step, this rank
+        window["sum"] = stats if window["sum"] is None else window["sum"].to(device) + stats
+        window["n"] += 1
+        eval_now = bool(cfg.eval_every) and (step % cfg.eval_every == 0 or step == cfg.max_steps)
+        if step % cfg.log_every == 0 or step == cfg.max_steps or eval_now:
+            stats = window["sum"] / window["n"]  # mean over the steps since the last row
+            window.update(sum=None, n=0)
+            if ddp:
+                dist.all_reduce(stats, op=dist.ReduceOp.AVG)
+            elapsed = time.time() - t0
+            n_tokens = sum(gather(tokens, world))
+            names = {"lm": "lm_loss", "cl": "cl_loss", "acc": "train_acc"}
+            row = {"step": step, "lr": lr, "loss": float(stats[0]), "tokens_per_s": n_tokens / max(elapsed, 1e-9)}
+            row.update({names[k]: float(v) for k, v in zip(parts_sum, stats[1:], strict=True)})
+            if eval_now and master:
+                row.update(evaluate(model, eval_batches, device, cfg))
+            metrics.append(row)
+            if master:
+                print(
+                    " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()),
+                    flush=True,
+                )
+            t0, tokens = time.time(), 0
+        if cfg.stop_at_step and step == cfg.stop_at_step:
+            return {"stopped_at": step}
+        if step % cfg.ckpt_every == 0:
+            checkpoint()
+            last_saved = step
+    if last_saved != step:
+        checkpoint()
+    summary: dict[str, Any] = {"step": step, "complete": step >= cfg.max_steps}
+    if master and summary["complete"]:
+        write_reports(out, metrics)
+        if cfg.export:
+            from models.export import export_model
+
+            export_model(model, tok, out / "export", max_seq_length=cfg.long_seq_len)
+        evals = [r for r in metrics if "heldout_acc" in r]
+        summary.update(
+            final=metrics[-1] if metrics else {},
+            heldout_acc=[(r["step"], r["heldout_acc"]) for r in evals],
+            chance=1 / cfg.eval_batch,
+            params=model.num_params(),
+            export="export" if cfg.export else None,
+        )
+        tmp = out / f".summary-{uuid.uuid4().hex[:8]}.json"
+        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        os.replace(tmp, out / "summary.json")
+    if ddp:
+        dist.barrier()
+        dist.destroy_process_group()
+    return summary
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    return TrainConfig(**json.loads(Path(path).read_text()))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", required=True, help="JSON file with TrainConfig fields")
+    args = parser.parse_args(argv)
+    summary = train(load_config(args.config))
+    raise SystemExit(0 if summary.get("complete") else 3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""The `evaluate` flow end to end: units, the `metrics` view, report, charts, not-run rows, cache hits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared evaluation data not found at {SHARED}")
+def test_evaluate_flow(tmp_path):
+    from flows.evaluate import evaluate
+    from storage.catalog import connect_catalog
+    from storage.manifest import read_manifest
+    from storage.stage_output import ref_dir
+
+    params = dict(
+        models=["bm25", "glove"],
+        stackoverflow=str(SHARED / "stackoverflow" / "train.tsv"),
+        stsb=[str(SHARED / "stsb" / "stsb-en-dev.csv"), str(tmp_path / "no-such-stsb.csv")],
+        lee=True,
+        demo_retrieval=True,
+        limit=300,
+        demo_max_articles=4,
+        root=str(tmp_path / "data"),
+    )
+    result = evaluate(**params)
+    root = tmp_path / "data"
+    # bm25: stackoverflow + demo (no STS for a ranker); glove: all five datasets
+    assert len(result["units"]) == 2 + 5
+    out = ref_dir(root, result["metrics"])
+    manifest = read_manifest(out)
+    assert manifest["tables"] == {"metrics": "part-*.parquet"}
+    assert manifest["not_run"] == ["glove on no-such-stsb"]
+    assert (out / "report.md").exists() and Path(result["report"]) == out / "report.md"
+    assert {p.name for p in (out / "charts").iterdir()} == {
+        "question_retrieval.png",
+        "zero_shot.png",
+        "sts.png",
+        "retrieval.png",
+    }
+
+    con = connect_catalog(root)
+    try:
+        not_run = con.execute(
+            "SELECT dataset, metric, value FROM metrics WHERE status = 'not_run' ORDER BY metric"
+        ).fetchall()
+        columns = [d[0] for d in con.execute("SELECT * FROM metrics LIMIT 0").description]
+        p_at_1 = dict(
+            con.execute(
+                "SELECT model, value FROM metrics WHERE task = 'question_retrieval' AND metric = 'precision' AND k = 1"
+            ).fetchall()
+        )
+        fingerprints = con.execute("SELECT count(DISTINCT run_fingerprint) FROM metrics").fetchone()[0]
+    finally:
+        con.close()
+    assert not_run == [("no-such-stsb", "pearson", None), ("no-such-stsb", "spearman", None)]
+    assert columns[:9] == [
+        "model",
+        "variant",
+        "dataset",
+        "task",
+        "metric",
+        "k",
+        "value",
+        "run_fingerprint",
+        "created_at",
+    ]
+    assert set(p_at_1) == {"bm25", "glove"} and all(0 < v <= 1 for v in p_at_1.values())
+    assert fingerprints == len(result["units"])
+    assert "not run" in (out / "report.md").read_text()
+
+    again = evaluate(**params)
+    assert again["metrics"] == result["metrics"] and again["units"] == result["units"]

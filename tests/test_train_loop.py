@@ -1,0 +1,165 @@
+"""The pair stream and the training loop: distinct-document batches, exact resume, 2-process DDP on CPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from train_shards import write_demo_shards  # noqa: E402
+
+from models.pair_data import DataConfig, PairStream, heldout_pairs, is_heldout  # noqa: E402
+from models.tokenizer import train_wordpiece  # noqa: E402
+from models.train_loop import TrainConfig, get_lr, train  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+COMPARED = ("step", "lr", "loss", "lm_loss", "cl_loss", "train_acc", "heldout_acc", "heldout_cl")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("shards")
+    write_demo_shards(out, max_docs=30, max_pairs_per_doc=20, row_group_rows=64)
+    return out
+
+
+def run_config(shards: Path, out: Path, **kw) -> TrainConfig:
+    base = dict(
+        out_dir=str(out),
+        shards=str(shards),
+        max_steps=8,
+        vocab_size=500,
+        tokenizer_sample=2000,
+        short_batch=4,
+        long_batch=4,
+        shuffle_buffer=64,
+        log_every=1,
+        eval_every=4,
+        eval_batch=4,
+        heldout_fraction=0.2,
+        ckpt_every=4,
+        warmup_steps=2,
+        lr=1e-3,
+        threads=1,
+    )
+    return TrainConfig(**{**base, **kw})
+
+
+def test_stream_batches_hold_distinct_documents_and_resume_exactly(shards):
+    tok = train_wordpiece(["the cat sat on the mat"] * 10, vocab_size=100)
+    cfg = DataConfig(str(shards), short_batch=8, long_batch=8, shuffle_buffer=32, heldout_fraction=0.2)
+    stream = PairStream(cfg, tok)
+    for _ in range(30):
+        bucket = stream.buckets[0]
+        pairs = stream.next_pairs("long")
+        docs = [p[0] for p in pairs]
+        assert len(docs) == 8 and len(set(docs)) == 8
+        assert not any(is_heldout(d, 0.2) for d in docs)
+    state = stream.state_dict()
+    expected = [stream.next_batch() for _ in range(5)]
+    again = PairStream(cfg, tok)
+    again.load_state_dict(state)
+    for (b1, x1), (b2, x2) in zip(expected, [again.next_batch() for _ in range(5)], strict=True):
+        assert b1 == b2 and all(torch.equal(x1[k], x2[k]) for k in x1)
+    assert bucket in ("short", "long")
+    held = heldout_pairs(cfg, 1000)
+    assert held and all(is_heldout(p[0], 0.2) for ps in held.values() for p in ps)
+
+
+def test_stream_visits_every_training_pair_once_per_epoch(shards):
+    tok = train_wordpiece(["x y z"] * 5, vocab_size=50)
+    cfg = DataConfig(str(shards), short_batch=1, long_batch=1, shuffle_buffer=16, heldout_fraction=0.2)
+    stream = PairStream(cfg, tok)
+    train_pairs = {p for p in _all_pairs(shards, "long") if not is_heldout(p[0], 0.2)}
+    seen = [stream.next_pairs("long")[0] for _ in range(len(train_pairs))]
+    assert set(seen) == train_pairs and len(seen) == len(set(seen))
+    assert stream.state["long"]["epoch"] == 0
+
+
+def _all_pairs(shards: Path, bucket: str) -> list[tuple[str, str, str]]:
+    import pyarrow.parquet as pq
+
+    out = []
+    for path in sorted((shards / bucket).glob("part-*.parquet")):
+        cols = pq.read_table(path).to_pydict()
+        out += list(zip(cols["doc_id"], cols["a"], cols["b"], strict=True))
+    return out
+
+
+def test_lr_schedule():
+    cfg = TrainConfig(out_dir="", shards="", max_steps=100, warmup_steps=10, schedule="cosine", min_lr_ratio=0.1)
+    assert get_lr(0, cfg) == pytest.approx(0.1) and get_lr(9, cfg) == pytest.approx(1.0)
+    assert get_lr(55, cfg) == pytest.approx(0.55) and get_lr(100, cfg) == pytest.approx(0.1)
+    assert get_lr(50, dataclasses.replace(cfg, schedule="constant")) == 1.0
+
+
+def test_interrupted_run_resumes_with_the_same_losses(shards, tmp_path):
+    full = train(run_config(shards, tmp_path / "full", log_every=3))  # rows at 3 4(eval) 6 8: windows span step 4
+    assert full["complete"] and full["step"] == 8
+    # WordPiece training in `tokenizers` breaks frequency ties in hash order, so two fresh runs can differ in
+    # vocabulary; a run saves its tokenizer before the first step and a resumed run reloads it. Share it here.
+    shutil.copytree(tmp_path / "full" / "tokenizer", tmp_path / "cut" / "tokenizer")
+    cut = run_config(
+        shards, tmp_path / "cut", log_every=3, stop_at_step=6
+    )  # checkpoint at 4, steps 5-6 lost, as if killed
+    assert train(cut) == {"stopped_at": 6}
+    assert [p.name for p in sorted((tmp_path / "cut" / "checkpoints").glob("*.pt"))] == ["step-00000004.pt"]
+    resumed = train(dataclasses.replace(cut, stop_at_step=0))
+    assert resumed["complete"]
+
+    def curve(run: str) -> list[dict]:
+        ckpt = torch.load(tmp_path / run / "checkpoints" / "step-00000008.pt", weights_only=False)
+        return [{k: r.get(k) for k in COMPARED} for r in ckpt["metrics"]]
+
+    assert [r["step"] for r in curve("cut")] == [3, 4, 6, 8]
+    assert curve("cut") == curve("full")  # exact on CPU: same weights, data position, masks and dropout
+    for name in ("metrics.parquet", "metrics.csv", "loss_curve.png", "samples.jsonl", "summary.json"):
+        assert (tmp_path / "cut" / name).exists()
+    assert (tmp_path / "cut" / "export" / "modules.json").exists()
+    samples = [json.loads(line) for line in (tmp_path / "cut" / "samples.jsonl").read_text().splitlines()]
+    assert {s["step"] for s in samples} == {4, 8} and "<extra_id_0>" in samples[0]["prompt"]
+
+
+@pytest.mark.slow
+def test_two_process_ddp_on_cpu_trains(shards, tmp_path):
+    cfg = run_config(shards, tmp_path / "ddp", max_steps=4, ckpt_every=2, eval_every=2, export=False)
+    (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "models.train_loop",
+        "--config",
+        str(tmp_path / "cfg.json"),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "ddp" / "summary.json").read_text())
+    assert summary["complete"] and summary["step"] == 4
+    ckpt = torch.load(tmp_path / "ddp" / "checkpoints" / "step-00000004.pt", weights_only=False)
+    assert ckpt["world_size"] == 2 and len(ckpt["data"]) == 2 and ckpt["data"][0] != ckpt["data"][1]
+    losses = [r["loss"] for r in ckpt["metrics"]]
+    assert len(losses) == 4 and all(torch.isfinite(torch.tensor(losses)))
