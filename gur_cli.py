@@ -150,8 +150,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"\nmodel folder: {out}")
     print(f"  export     {out / 'export'}  (SentenceTransformer(path) or AutoModel.from_pretrained(path))")
     print(f"  curves     {out / 'loss_curve.png'}  metrics: {out / 'metrics.parquet'}")
-    if summary.get("heldout_acc") is not None:
-        print(f"  held-out in-batch accuracy {summary['heldout_acc']}  (chance {summary.get('chance')})")
+    curve = summary.get("heldout_acc") or []
+    if curve:
+        (last_step, last), (best_step, best) = curve[-1], max(curve, key=lambda point: point[1])
+        print(
+            f"  held-out in-batch accuracy {last:.3f} at step {last_step} (peak {best:.3f} at step {best_step}; "
+            f"chance {summary.get('chance', float('nan')):.3f})"
+        )
     print(f"\nEvaluate it:  gur evaluate {out / 'export'} minilm bm25")
     return 0
 

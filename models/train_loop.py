@@ -337,6 +337,11 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 collate(b, tok, dcfg.seq_len(bucket), None) for b in distinct_doc_batches(pairs, cfg.eval_batch)
             ]
         print(f"held-out: {len(eval_batches)} batches of {cfg.eval_batch} pairs (chance {1 / cfg.eval_batch:.3f})")
+        if not eval_batches:  # a batch needs eval_batch held-out documents: say why accuracy is missing
+            print(
+                f"held-out: warning: fewer than {cfg.eval_batch} held-out documents have pairs; no held-out accuracy. "
+                "Raise heldout_fraction or lower eval_batch (small corpora: 0.2 and 16)."
+            )
 
     stop = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))

@@ -111,7 +111,8 @@ def label_export(folder: Path, labels: dict[str, str], **extra: Any) -> None:
         return
     info = json.loads(path.read_text(encoding="utf-8"))
     info.update(method=labels.get("method", "gur"), **extra)
-    info["variant"] = " ".join(filter(None, [labels.get("variant", ""), str(extra.get("objective", ""))]))
+    parts = [labels.get("variant", ""), str(extra.get("objective", "")), str(extra.get("train_fingerprint", ""))[:8]]
+    info["variant"] = " ".join(filter(None, parts))  # e.g. "lcs lm+cl 0bb5b4bc": two runs never share a name
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)

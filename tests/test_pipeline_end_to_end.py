@@ -86,8 +86,9 @@ def test_build_pairs_then_train_then_evaluate(tmp_path):
     con = connect_catalog(root)
     try:
         rows = con.execute(
-            "SELECT dataset, task, metric, k, value FROM metrics WHERE model = 'gur' AND variant = 'lcs lm+cl'"
-            " AND status = 'ok'"
+            "SELECT dataset, task, metric, k, value FROM metrics"
+            " WHERE model = 'gur' AND variant = ? AND status = 'ok'",
+            [info["variant"]],
         ).fetchall()
         baseline = con.execute("SELECT count(*) FROM metrics WHERE model = 'bm25' AND status = 'ok'").fetchone()[0]
     finally:
