@@ -109,7 +109,7 @@ def split_documents(
     doc_ids: list[str], titles: list[str | None], texts: list[str], config: SplitConfig
 ) -> tuple[pa.Table, dict[str, int]]:
     """Documents -> the sentences table (title first as `sent_id` 0), plus counts."""
-    out_doc, out_sid, out_title, out_text, out_norm = [], [], [], [], []
+    out_doc, out_sid, out_title, out_text = [], [], [], []
     cropped = 0
     no_sentences = 0
     limit = config.max_sentence_chars
@@ -117,17 +117,20 @@ def split_documents(
         sentences = split_sentences(text)
         if not sentences:
             no_sentences += 1
-        rows = [(0, True, title.strip())] if title and title.strip() else []
-        rows.extend((i, False, s) for i, s in enumerate(sentences, start=1))
-        for sent_id, is_title, sentence in rows:
-            if len(sentence) > limit:
-                sentence = sentence[:limit]
-                cropped += 1
-            out_doc.append(doc_id)
-            out_sid.append(sent_id)
-            out_title.append(is_title)
-            out_text.append(sentence)
-            out_norm.append(normalize(sentence))
+        title = title.strip() if title else ""
+        first = 0 if title else 1
+        if title:
+            sentences.insert(0, title)
+        if any(len(s) > limit for s in sentences):
+            cropped += sum(len(s) > limit for s in sentences)
+            sentences = [s[:limit] for s in sentences]
+        # Whole-document extends instead of per-row appends (this loop runs once per document).
+        n = len(sentences)
+        out_doc.extend([doc_id] * n)
+        out_sid.extend(range(first, first + n))
+        out_title.extend([bool(title)] + [False] * (n - 1) if n else [])
+        out_text.extend(sentences)
+    out_norm = list(map(normalize, out_text))
     table = pa.Table.from_arrays(
         [
             pa.array(out_doc, pa.string()),

@@ -3,13 +3,16 @@ the flows, so tests never touch the user's `.prefect/` or `./data`, nor see stal
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
 _SESSION_TMP = Path(tempfile.mkdtemp(prefix="gur-tests-"))
+atexit.register(shutil.rmtree, _SESSION_TMP, ignore_errors=True)  # after the harness's server has stopped
 os.environ["PREFECT_HOME"] = str(_SESSION_TMP / "prefect-home")
 os.environ["GUR_HOME"] = str(_SESSION_TMP / "data")
 os.environ["DO_NOT_TRACK"] = "1"
@@ -26,4 +29,3 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
-
