@@ -356,8 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a clear one-line message instead of a library traceback
         from tasks.read_corpus import CorpusError
 
-        if isinstance(exc, (CorpusError, FileNotFoundError)) or type(exc).__module__.startswith("duckdb"):
+        expected = (CorpusError, FileNotFoundError, ValueError)
+        if os.environ.get("GUR_DEBUG") != "1" and (
+            isinstance(exc, expected) or type(exc).__module__.startswith("duckdb")
+        ):
             print(f"gur: error: {exc}", file=sys.stderr)
+            print("(set GUR_DEBUG=1 for the traceback)", file=sys.stderr)
             return 1
         raise
 

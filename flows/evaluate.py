@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prefect import flow
 
-from models.encoders import BASELINES
+from models.encoders import BASELINES, model_fingerprint
 from storage.layout import data_root
 from tasks.catalog_task import update_catalog
 from tasks.eval_suite import DatasetSpec, SuiteConfig, applicable
@@ -64,6 +64,11 @@ def evaluate(
     specs += [DatasetSpec("lee")] if lee else []
     specs += [DatasetSpec("demo", limit=demo_max_articles)] if demo_retrieval else []
     specs += [DatasetSpec("beir", _path(p)) for p in beir or []]
+    if not specs:
+        raise ValueError("no evaluation set selected: give --stackoverflow, --stsb, --beir, or keep Lee-50 / demo")
+    names = models if models is not None else list(BASELINES)
+    for name in names:  # fail before any work on a model string that names nothing
+        model_fingerprint(_model(name))
     config = SuiteConfig(
         retrieval=RetrievalConfig(batch_size=batch_size),
         question=QuestionRetrievalConfig(max_queries=question_queries, batch_size=batch_size),
@@ -73,7 +78,7 @@ def evaluate(
     )
     units = [
         run_stage(evaluate_unit, base, model=_model(m), dataset=spec, config=config, device=device)
-        for m in (models if models is not None else list(BASELINES))
+        for m in names
         for spec in specs
         if applicable(m, spec.kind)
     ]

@@ -55,7 +55,8 @@ def latest_ref(root: Path, stage: str) -> dict[str, str]:
         if best is None or finished > best[0]:
             best = (finished, path.parent.name)
     if best is None:
-        raise FileNotFoundError(f"no complete {stage!r} output under {root}")
+        hint = " (run `gur demo` or `gur build-pairs CORPUS` first)" if stage == "shuffle" else ""
+        raise FileNotFoundError(f"no complete {stage!r} output under {root}{hint}")
     return stage_ref(stage, best[1])
 
 

@@ -76,3 +76,15 @@ def test_evaluate_flow(tmp_path):
 
     again = evaluate(**params)
     assert again["metrics"] == result["metrics"] and again["units"] == result["units"]
+
+
+def test_bad_model_or_no_dataset_is_a_clear_error(tmp_path, capsys):
+    from flows.evaluate import evaluate
+    from gur_cli import main
+
+    root = str(tmp_path / "data")
+    with pytest.raises(ValueError, match="unknown model '/no/such/model'"):
+        evaluate(models=["/no/such/model"], stackoverflow="", stsb=[], lee=True, demo_retrieval=False, root=root)
+    code = main(["--root", root, "evaluate", "minilm", "--stackoverflow", "", "--stsb", "--no-lee", "--no-demo"])
+    assert code == 1 and "no evaluation set selected" in capsys.readouterr().err
+    assert not (tmp_path / "data" / "eval-unit").exists()  # nothing ran
