@@ -70,7 +70,7 @@ def test_build_pairs_then_train_then_evaluate(tmp_path):
     info = json.loads((export / "gur_export.json").read_text())
     assert (
         info["method"] == "gur"
-        and info["variant"] == "lcs lm+cl"
+        and info["variant"] == f"lcs lm+cl {trained['fingerprint'][:8]}"  # two runs never share a name
         and info["train_fingerprint"] == trained["fingerprint"]
     )
 
