@@ -4,10 +4,14 @@
     .venv/bin/python benchmarks/shuffle.py --sizes-gb 0.25     # a quick look
 
 For each size it generates a pairs table (Parquet shards with the pair stage's columns, about
-2% duplicate rows), exports the same rows as `a<TAB>b` TSV, then times
-- ours: the shuffle stage (`shuffle_all`) with a 1 GiB DuckDB memory limit, in a subprocess;
-- baseline: `sort -u -S 1G --parallel=<cores> pairs.tsv | shuf -o out.tsv` (GNU coreutils),
-and prints wall time, rows/s, the time ratio and each side's peak resident memory.
+2% duplicate rows), exports the same rows as `a<TAB>b` TSV (not timed), then times, `--repeat`
+times each and interleaved (the medians are printed):
+- ours: the shuffle stage (`shuffle_all`) with a 1 GiB memory limit, in a subprocess;
+- baseline: `sort -u -S 1G --parallel=<cores> pairs.tsv | shuf -o out.tsv` (GNU coreutils,
+  `LC_ALL=C`: byte order, the fast setting; a UTF-8 locale makes sort several times slower),
+and prints wall time, rows/s, the time ratio and each side's peak memory: the largest sum of
+resident memory over the whole process tree (sampled every 10 ms from /proc), and the
+largest single process's `ru_maxrss`.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,14 +42,14 @@ WORDS = np.array(
 )
 
 RUN_OURS = """
-import json, resource, sys, time
+import json, sys, time
 from pathlib import Path
 from tasks.shuffle_pairs import ShuffleConfig, shuffle_all
 inputs = sorted(Path(sys.argv[1]).glob("part-*.parquet"))
 t = time.perf_counter()
-stats = shuffle_all(inputs, Path(sys.argv[2]), ShuffleConfig(memory_limit=sys.argv[3]), Path(sys.argv[4]))
-print(json.dumps({"seconds": time.perf_counter() - t, "rows_out": stats["rows_out"], "partitions": stats["partitions"],
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+stats = shuffle_all(inputs, Path(sys.argv[2]), ShuffleConfig(memory_limit=sys.argv[3]))
+seconds = time.perf_counter() - t
+print(json.dumps({"seconds": seconds, "rows_out": stats["rows_out"], "partitions": stats["partitions"]}))
 """
 
 
@@ -123,73 +128,134 @@ def export_tsv(folder: Path, path: Path) -> None:
     )
 
 
-def peak_children_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of `pid` and all its descendants, from /proc."""
+    total, stack = 0, [pid]
+    page = os.sysconf("SC_PAGE_SIZE")
+    while stack:
+        p = stack.pop()
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                total += int(f.read().split()[1]) * page
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    stack.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return total / 2**20
 
 
-def run_baseline(tsv: Path, out: Path, memory: str) -> tuple[float, float]:
-    """Wall time and peak memory (GNU time) of `sort -u | shuf`."""
-    cmd = f"sort -u -S {memory} --parallel={os.cpu_count()} -T {tsv.parent} {tsv} | shuf -o {out}"
+def measured(cmd: list[str], **kwargs) -> tuple[float, float, float, subprocess.CompletedProcess]:
+    """Run `cmd` under GNU time; returns (wall seconds, peak tree RSS MB, largest ru_maxrss MB, result)."""
+    peak = [0.0]
     t = time.perf_counter()
-    res = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", "bash", "-c", cmd],
-        capture_output=True,
+    proc = subprocess.Popen(
+        ["/usr/bin/time", "-f", "maxrss_kb=%M", *cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "LC_ALL": "C"},
+        **kwargs,
     )
+
+    def sample() -> None:
+        while proc.poll() is None:
+            peak[0] = max(peak[0], tree_rss_mb(proc.pid))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
     seconds = time.perf_counter() - t
-    if res.returncode:
-        raise RuntimeError(res.stderr)
-    return seconds, int(res.stderr.strip().splitlines()[-1]) / 1024
+    sampler.join()
+    res = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    if proc.returncode:
+        raise RuntimeError(err)
+    maxrss = [int(line.split("=")[1]) for line in err.splitlines() if line.startswith("maxrss_kb=")]
+    return seconds, peak[0], maxrss[-1] / 1024, res
+
+
+def run_ours(inputs: Path, out: Path, memory: str) -> tuple[float, float, float, dict]:
+    shutil.rmtree(out, ignore_errors=True)
+    seconds, tree_mb, max_mb, res = measured([sys.executable, "-c", RUN_OURS, str(inputs), str(out), memory], cwd=REPO)
+    return seconds, tree_mb, max_mb, json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def run_baseline(tsv: Path, out: Path, memory: str, shuf: bool = True) -> tuple[float, float, float]:
+    """`sort -u | shuf` with the same memory for sort's buffer and all cores (`shuf=False`: sort only)."""
+    sort = f"sort -u -S {memory} --parallel={os.cpu_count()} -T {tsv.parent} {tsv}"
+    cmd = f"{sort} | shuf -o {out}" if shuf else f"{sort} -o {out}"
+    seconds, tree_mb, max_mb, _ = measured(["bash", "-c", cmd], env={**os.environ, "LC_ALL": "C"})
+    out.unlink()
+    return seconds, tree_mb, max_mb
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes-gb", type=float, nargs="*", default=[1, 5], help="Parquet input sizes")
-    parser.add_argument("--memory-limit", default="1GiB", help="DuckDB limit for ours, sort -S for the baseline")
+    parser.add_argument("--memory-limit", default="1GiB", help="memory limit for ours, sort -S for the baseline")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each side (medians are printed)")
     parser.add_argument("--workdir", type=Path, default=None, help="where to generate (default: a temp folder)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated data (reused by the next run)")
+    parser.add_argument(
+        "--baseline",
+        choices=["sort-shuf", "sort-only"],
+        default="sort-shuf",
+        help="sort-only: skip shuf, which holds the whole TSV in memory (~14 GB at 5 GB of Parquet); "
+        "the time is then a lower bound of the baseline's",
+    )
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="gur-shuffle-bench-"))
-    print(f"cores={os.cpu_count()} memory_limit={args.memory_limit} workdir={work}", flush=True)
+    print(f"cores={os.cpu_count()} memory_limit={args.memory_limit} repeat={args.repeat} workdir={work}", flush=True)
     for size in args.sizes_gb:
         case = work / f"{size:g}GB"
-        inputs = case / "pairs"
+        inputs, tsv = case / "pairs", case / "pairs.tsv"
         t = time.perf_counter()
-        rows = generate(inputs, int(size * 1e9))
+        if not (case / "rows").exists():
+            shutil.rmtree(case, ignore_errors=True)
+            rows = generate(inputs, int(size * 1e9))
+            export_tsv(inputs, tsv)
+            (case / "rows").write_text(str(rows))
+        rows = int((case / "rows").read_text())
         gen_s = time.perf_counter() - t
-        tsv = case / "pairs.tsv"
-        export_tsv(inputs, tsv)
-        t = time.perf_counter()
-        res = subprocess.run(
-            [sys.executable, "-c", RUN_OURS, str(inputs), str(case / "ours"), args.memory_limit, str(case / "spill")],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        ours = json.loads(res.stdout.strip().splitlines()[-1])
-        ours_wall = time.perf_counter() - t
-        base_s, base_mb = run_baseline(tsv, case / "shuffled.tsv", args.memory_limit.replace("iB", ""))
+        ours, base = [], []
+        for _ in range(args.repeat):
+            ours.append(run_ours(inputs, case / "ours", args.memory_limit))
+            memory = args.memory_limit.replace("iB", "")
+            base.append(run_baseline(tsv, case / "shuffled.tsv", memory, shuf=args.baseline == "sort-shuf"))
+            print(
+                json.dumps({"run": len(ours), "ours_s": round(ours[-1][0], 1), "baseline_s": round(base[-1][0], 1)}),
+                flush=True,
+            )
+        ours_s = statistics.median(r[0] for r in ours)
+        base_s = statistics.median(r[0] for r in base)
         print(
             json.dumps(
                 {
                     "input_GB": round(sum(p.stat().st_size for p in inputs.glob("*.parquet")) / 1e9, 2),
                     "tsv_GB": round(tsv.stat().st_size / 1e9, 2),
                     "rows": rows,
+                    "rows_out": ours[-1][3]["rows_out"],
                     "generate_s": round(gen_s, 1),
-                    "ours_s": round(ours_wall, 1),
-                    "ours_rows_per_s": round(rows / ours_wall),
-                    "ours_peak_MB": round(ours["peak_mb"]),
-                    "ours_partitions": ours["partitions"],
+                    "ours_s": round(ours_s, 1),
+                    "ours_runs_s": [round(r[0], 1) for r in ours],
+                    "ours_rows_per_s": round(rows / ours_s),
+                    "ours_peak_tree_MB": round(max(r[1] for r in ours)),
+                    "ours_peak_process_MB": round(max(r[2] for r in ours)),
+                    "ours_partitions": ours[-1][3]["partitions"],
+                    "baseline": args.baseline,
                     "baseline_s": round(base_s, 1),
+                    "baseline_runs_s": [round(r[0], 1) for r in base],
                     "baseline_rows_per_s": round(rows / base_s),
-                    "baseline_peak_MB": round(base_mb),
-                    "speedup": round(base_s / ours_wall, 2),
+                    "baseline_peak_tree_MB": round(max(r[1] for r in base)),
+                    "baseline_peak_process_MB": round(max(r[2] for r in base)),
+                    "speedup": round(base_s / ours_s, 2),
                 }
             ),
             flush=True,
         )
-        shutil.rmtree(case)
+        shutil.rmtree(case / "ours", ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(case)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ the same bytes. The data root must be on storage every worker sees.
 
 from __future__ import annotations
 
-import json
 import time
 
 from prefect import task
@@ -24,9 +23,10 @@ from tasks.shuffle_pairs import (
     partitions_for,
     shard_schema,
     sort_partition,
+    sorted_stats,
     write_bucket_shards,
 )
-from tasks.shuffle_task import complete_shuffle, shuffle_fingerprint, spill_dir
+from tasks.shuffle_task import complete_shuffle, shuffle_fingerprint
 
 
 @task(name="plan-shuffle", cache_policy=NO_CACHE)
@@ -59,17 +59,15 @@ def partition_pairs(plan: dict, index: int, config: ShuffleConfig, root: str) ->
 def sort_pairs_partition(plan: dict, p: int, config: ShuffleConfig, root: str) -> dict[str, int]:
     base = data_root(root)
     out = base / plan["ref"]["path"]
-    return sort_partition(p, out / WORK_DIR, config, spill_dir(base, plan["ref"]["fingerprint"]) / f"p-{p:05d}")
+    return sort_partition(p, out / WORK_DIR, config, plan["partitions"])
 
 
 @task(name="write-shards", cache_policy=NO_CACHE)
 def write_shards(plan: dict, pairs: dict[str, str], config: ShuffleConfig, root: str) -> dict[str, str]:
     base = data_root(root)
     out = base / plan["ref"]["path"]
-    stats: dict[str, float] = {"partitions": plan["partitions"], "rows_in": 0}
-    for p in range(plan["partitions"]):
-        stats["rows_in"] += json.loads((out / WORK_DIR / "sorted" / f"p-{p:05d}.json").read_text())["rows_in"]
+    stats: dict[str, float] = {"partitions": plan["partitions"], **sorted_stats(out / WORK_DIR, plan["partitions"])}
     schema = shard_schema([base / s for s in plan["inputs"]])
     stats.update(write_bucket_shards(out / WORK_DIR, out, plan["partitions"], config, schema))
-    complete_shuffle(base, out, plan["ref"]["fingerprint"], pairs, config, stats, plan["started"])
+    complete_shuffle(out, plan["ref"]["fingerprint"], pairs, config, stats, plan["started"])
     return plan["ref"]

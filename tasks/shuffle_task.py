@@ -22,13 +22,8 @@ def shuffle_fingerprint(pairs: dict[str, str], config: ShuffleConfig) -> str:
     return fingerprint("shuffle", SHUFFLE_CODE_VERSION, config.output_fields(), [pairs["fingerprint"]])
 
 
-def spill_dir(root: Path, fp: str) -> Path:
-    """DuckDB's spill folder, under the data root as the storage contract wants."""
-    return root / "_spill" / f"shuffle-{fp}"
-
-
-def complete_shuffle(root: Path, out: Path, fp: str, pairs: dict[str, str], config: ShuffleConfig, stats, started):
-    """Write the manifest (last), then drop the intermediate partitions and the spill folder."""
+def complete_shuffle(out: Path, fp: str, pairs: dict[str, str], config: ShuffleConfig, stats, started):
+    """Write the manifest (last), then drop the intermediate partitions."""
     rows = {f"rows_{b}": int(stats.get(f"rows_{b}", 0)) for b in BUCKETS}
     drops = {k: int(stats.get(k, 0)) for k in ("duplicate_same_document", "duplicate_across_documents")}
     write_manifest(
@@ -52,7 +47,6 @@ def complete_shuffle(root: Path, out: Path, fp: str, pairs: dict[str, str], conf
         ),
     )
     shutil.rmtree(out / WORK_DIR, ignore_errors=True)
-    shutil.rmtree(spill_dir(root, fp), ignore_errors=True)
 
 
 @task(name="shuffle", cache_policy=stage_cache_policy(SHUFFLE_CODE_VERSION))
@@ -70,7 +64,7 @@ def shuffle(pairs: dict[str, str], config: ShuffleConfig, root: str) -> dict[str
     logger.info(
         "shuffle: %d pair shards, seed=%d, memory_limit=%s -> %s", len(shards), config.seed, config.memory_limit, out
     )
-    stats = shuffle_all(shards, out, config, spill_dir(base, fp))
+    stats = shuffle_all(shards, out, config)
     logger.info(
         "shuffle: %d pairs in, %d out (%d short, %d long), %d partitions",
         stats.get("rows_in", 0),
@@ -79,5 +73,5 @@ def shuffle(pairs: dict[str, str], config: ShuffleConfig, root: str) -> dict[str
         stats.get("rows_long", 0),
         stats["partitions"],
     )
-    complete_shuffle(base, out, fp, pairs, config, stats, started)
+    complete_shuffle(out, fp, pairs, config, stats, started)
     return stage_ref("shuffle", fp)

@@ -19,8 +19,13 @@ from tasks.shuffle_pairs import (
     batches_with_same_document,
     choose_partitions,
     pair_id_values,
+    partition_shard,
+    shard_schema,
     shuffle_all,
     shuffle_keys,
+    sort_partition,
+    sorted_stats,
+    write_bucket_shards,
 )
 from tasks.split_sentences import normalize
 from tests.conftest import REPO
@@ -91,7 +96,7 @@ def test_order_and_case_variants_collapse_keeping_first_provenance(tmp_path):
         ]
     )
     inputs = write_input(tmp_path / "in", table, shards=2)
-    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(rows_per_shard=10), tmp_path / "spill")
+    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(rows_per_shard=10))
     rows = read_bucket(tmp_path / "out", "short").to_pylist()
     assert len(rows) == 2
     kept = {r["a"]: r["doc_id"] for r in rows}
@@ -107,7 +112,7 @@ def test_shuffle_is_deterministic_per_seed_and_differs_across_seeds(tmp_path):
     inputs = write_input(tmp_path / "in", table)
     outs = {}
     for name, seed in (("a", 5), ("b", 5), ("c", 6)):
-        shuffle_all(inputs, tmp_path / name, ShuffleConfig(seed=seed, rows_per_shard=50), tmp_path / "spill")
+        shuffle_all(inputs, tmp_path / name, ShuffleConfig(seed=seed, rows_per_shard=50))
         outs[name] = {
             p.relative_to(tmp_path / name): p.read_bytes() for p in (tmp_path / name).rglob("part-*.parquet")
         }
@@ -122,7 +127,7 @@ def test_shuffle_is_deterministic_per_seed_and_differs_across_seeds(tmp_path):
 def test_shards_per_bucket_add_up(tmp_path):
     table = random_pairs(40, seed=2)
     inputs = write_input(tmp_path / "in", table)
-    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(rows_per_shard=37), tmp_path / "spill")
+    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(rows_per_shard=37))
     short, long = read_bucket(tmp_path / "out", "short"), read_bucket(tmp_path / "out", "long")
     assert short.num_rows + long.num_rows == stats["rows_out"] == len(set(table.column("pair_id").to_pylist()))
     assert set(short.column("bucket").to_pylist()) == {"short"} and set(long.column("bucket").to_pylist()) == {"long"}
@@ -135,12 +140,22 @@ def test_single_and_two_phase_forms_give_the_same_bytes(tmp_path):
     table = random_pairs(80, seed=3)
     table = pa.concat_tables([table, table.slice(0, 50)])  # duplicates across input shards
     inputs = write_input(tmp_path / "in", table, shards=4)
-    one = shuffle_all(inputs, tmp_path / "one", ShuffleConfig(partitions=1, rows_per_shard=64), tmp_path / "s1")
-    many = shuffle_all(inputs, tmp_path / "many", ShuffleConfig(partitions=8, rows_per_shard=64), tmp_path / "s2")
+    one = shuffle_all(inputs, tmp_path / "one", ShuffleConfig(partitions=1, rows_per_shard=64))
+    many = shuffle_all(inputs, tmp_path / "many", ShuffleConfig(partitions=8, rows_per_shard=64))
+    # The mapped flow's path: phases handing off through files (sorted partitions on disk).
+    config, work = ShuffleConfig(partitions=4, rows_per_shard=64), tmp_path / "files" / "_work"
+    for i, path in enumerate(inputs):
+        partition_shard(path, i, work, config, 4)
+    for part in range(4):
+        sort_partition(part, work, config, 4)
+    files_stats = write_bucket_shards(work, tmp_path / "files", 4, config, shard_schema(inputs))
     files = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("part-*.parquet"))
-    assert files == sorted(p.relative_to(tmp_path / "many") for p in (tmp_path / "many").rglob("part-*.parquet"))
-    for f in files:
-        assert (tmp_path / "one" / f).read_bytes() == (tmp_path / "many" / f).read_bytes()
+    for other in ("many", "files"):
+        assert files == sorted(p.relative_to(tmp_path / other) for p in (tmp_path / other).rglob("part-*.parquet"))
+        for f in files:
+            assert (tmp_path / "one" / f).read_bytes() == (tmp_path / other / f).read_bytes()
+    assert files_stats["rows_out"] == one["rows_out"]
+    assert sorted_stats(work, 4)["duplicate_across_documents"] == one["duplicate_across_documents"]
     assert (
         one["rows_out"] == many["rows_out"] and one["duplicate_across_documents"] == many["duplicate_across_documents"]
     )
@@ -150,7 +165,7 @@ def test_single_and_two_phase_forms_give_the_same_bytes(tmp_path):
 def test_global_shuffle_keeps_false_negative_batches_near_uniform(tmp_path):
     table = random_pairs(400, seed=4, per_doc=8, long_every=10**9)
     inputs = write_input(tmp_path / "in", table)
-    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(batch_size=32), tmp_path / "spill")
+    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(batch_size=32))
     ours, uniform = stats["false_negative_batches_short"], stats["false_negative_batches_short_uniform"]
     assert stats["false_negative_batches_short_unshuffled"] == 1.0
     assert abs(ours - uniform) < 0.2 and ours < 0.8
@@ -159,7 +174,7 @@ def test_global_shuffle_keeps_false_negative_batches_near_uniform(tmp_path):
 def test_no_pairs_gives_one_empty_shard_per_bucket(tmp_path):
     empty = random_pairs(1, seed=0).slice(0, 0)
     inputs = write_input(tmp_path / "in", empty, shards=1)
-    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(partitions=2), tmp_path / "spill")
+    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(partitions=2))
     assert stats["rows_out"] == 0 and stats["shards_short"] == stats["shards_long"] == 1
     for bucket in ("short", "long"):
         table = pq.read_table(tmp_path / "out" / bucket / "part-00000.parquet")
@@ -179,11 +194,14 @@ def test_shuffle_key_is_version_stable_and_seeded():
     assert shuffle_keys(ids, 0).tolist() != shuffle_keys(ids, 1).tolist()
     with pytest.raises(ValueError, match="16 hexadecimal"):
         shuffle_keys(pa.array(["abc"]), 0)
+    for bad in ("0123456789abcdeg", "0123456789abcde ", "0123456789abcdé"):
+        with pytest.raises(ValueError, match="hexadecimal"):
+            pair_id_values(pa.array(["0000000000000000", bad]))
 
 
 def test_partition_count_follows_input_size():
     assert choose_partitions(10**6, "1GB") == 1
-    assert choose_partitions(5 * 10**9, "1GB") == 32
+    assert choose_partitions(5 * 10**9, "1GB") == 64  # a partition is at most an eighth of the limit
 
 
 CRASH_RUN = """
@@ -192,7 +210,7 @@ from pathlib import Path
 from tasks.shuffle_pairs import ShuffleConfig, shuffle_all
 root = Path(sys.argv[1])
 inputs = sorted((root.parent / "in").glob("part-*.parquet"))
-shuffle_all(inputs, root / "out", ShuffleConfig(partitions=int(sys.argv[2]), rows_per_shard=200), root / "spill")
+shuffle_all(inputs, root / "out", ShuffleConfig(partitions=int(sys.argv[2]), rows_per_shard=200))
 (root / "finished").touch()
 """
 
@@ -203,7 +221,7 @@ def test_crash_mid_stage_resumes_to_identical_bytes(tmp_path):
     write_input(tmp_path / "in", table, shards=20)
     subprocess.run([sys.executable, "-c", CRASH_RUN, str(tmp_path / "clean"), "16"], cwd=REPO, check=True)
     proc = subprocess.Popen([sys.executable, "-c", CRASH_RUN, str(tmp_path / "crash"), "16"], cwd=REPO)
-    marker = tmp_path / "crash" / "out" / "_work" / "sorted" / "_done" / "00002"
+    marker = tmp_path / "crash" / "out" / "_done" / "short-00002"  # output shards are being written
     deadline = time.monotonic() + 120
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
@@ -222,7 +240,7 @@ def test_memory_limit_far_below_input_completes(tmp_path):
     inputs = write_input(tmp_path / "in", table, shards=4)
     raw = table.nbytes
     config = ShuffleConfig(memory_limit="24MB", threads=1)  # partitions chosen to fit the limit
-    stats = shuffle_all(inputs, tmp_path / "out", config, tmp_path / "spill")
+    stats = shuffle_all(inputs, tmp_path / "out", config)
     assert raw > 2 * 24e6, f"input only {raw} bytes"
     assert stats["partitions"] >= 8
     assert stats["rows_out"] == len(set(table.column("pair_id").to_pylist()))
