@@ -5,8 +5,10 @@ Three phases that hand off through files, so each can run anywhere and resume:
 1. partition: every input shard is cut into P partitions by the top bits of `shuffle_key`.
    The key is a seeded hash of `pair_id` (itself a hash of the canonical, order-insensitive
    normalized pair), so duplicates always meet in one partition, and partition p holds one
-   contiguous range of keys. Each input shard becomes one Arrow IPC file (LZ4) holding, per
-   slice of the input, one record batch per partition.
+   contiguous range of keys. Duplicates within a slice of the input are collapsed here
+   already (a combiner: the row that would win, plus how many rows it stands for), so a pair
+   repeated on millions of pages cannot swell one partition past the memory limit. Each input
+   shard becomes one Arrow IPC file (LZ4) holding, per slice, one record batch per partition.
 2. sort: each partition is loaded whole (P is chosen so that one fits well inside the memory
    limit), ordered by `shuffle_key` with numpy, and of each run of equal keys the first row
    by (doc_id, a_sent_id, b_sent_id, input position) is kept. The kept rows are written per
@@ -50,6 +52,9 @@ LOW_CARDINALITY = ["doc_id", "kind", "bucket", "rule"]  # the only columns worth
 INTERMEDIATE = pa.ipc.IpcWriteOptions(compression="lz4")
 INPUT_SLICE_ROWS = 1 << 18  # phase 1 reads an input shard this many rows at a time
 INTERMEDIATE_BATCH_ROWS = 1 << 16
+# Combiner counts carried by intermediate rows: input rows a row stands for, and how many of
+# those come from its own document (for the manifest's same-/across-document counts).
+ROWS, SAME_DOC = "_rows", "_same_document"
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,7 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
     bits = partition_bits(partitions)
     source = pq.ParquetFile(in_path)
     schema = source.schema_arrow.remove_metadata().append(pa.field("shuffle_key", pa.uint64()))
+    schema = schema.append(pa.field(ROWS, pa.int64())).append(pa.field(SAME_DOC, pa.int64()))
     tmp = folder / f".chunk-{index:05d}.tmp"
     rows = 0
     with pa.ipc.new_file(tmp, schema, options=INTERMEDIATE) as writer:
@@ -167,14 +173,17 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
         for batch in batches:
             keys = shuffle_keys(batch.column("pair_id"), config.seed)
             table = pa.Table.from_batches([batch]).replace_schema_metadata(None)
-            table = table.append_column("shuffle_key", pa.array(keys, pa.uint64()))
+            # Key order groups the partitions (top bits of the key) and puts duplicates side by side.
+            kept, stands_for, same_doc = collapse_duplicates(table, keys)
+            table = table.take(kept)  # one gather; the slices below are zero-copy
+            kept_keys = keys[kept]
+            table = table.append_column("shuffle_key", pa.array(kept_keys, pa.uint64()))
+            table = table.append_column(ROWS, pa.array(stands_for)).append_column(SAME_DOC, pa.array(same_doc))
             counts = np.zeros(partitions, np.int64)
             if bits:
-                part = (keys >> np.uint64(64 - bits)).astype(np.uint16 if bits <= 16 else np.uint32)
-                counts = np.bincount(part, minlength=partitions)
-                table = table.take(np.argsort(part, kind="stable"))  # one gather; slices below are zero-copy
+                counts = np.bincount((kept_keys >> np.uint64(64 - bits)).astype(np.int64), minlength=partitions)
             else:
-                counts[0] = len(keys)
+                counts[0] = len(kept_keys)
             table = table.combine_chunks()
             whole = table.to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], schema)
             starts = np.concatenate([[0], np.cumsum(counts)])
@@ -217,44 +226,62 @@ def read_partition(work: Path, p: int, partitions: int) -> pa.Table | None:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def first_of_each_pair(table: pa.Table) -> tuple[np.ndarray, dict[str, int]]:
-    """Row indices of the kept rows in `shuffle_key` order, and the duplicate counts.
+def collapse_duplicates(
+    table: pa.Table, keys: np.ndarray, rows: np.ndarray | None = None, same_doc: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of each run of equal keys, the first row by (doc_id, a_sent_id, b_sent_id, row index).
 
-    Equal keys are equal pairs; of each run the first row by (doc_id, a_sent_id, b_sent_id,
-    row index) is kept. Only rows of runs longer than one (duplicates: a few percent) go
-    through the multi-column sort, the rest is one numpy argsort over the keys.
+    Equal keys are equal pairs. Returns the kept row indices in key order and, per kept row,
+    the input rows it stands for and how many of those share its document. `rows`/`same_doc`
+    are those counts for rows that already stand for others (the combiner's output; 1 if
+    absent). This adds up exactly: a group collapsed earlier whose winner lost here has no
+    row from the final winner's document, else that row would have won its group.
+    Only rows of runs longer than one (duplicates: a few percent) go through the
+    multi-column sort, the rest is one numpy argsort over the keys.
     """
-    keys = table.column("shuffle_key").to_numpy()
+    n = len(keys)
+    rows = np.ones(n, np.int64) if rows is None else rows
+    same_doc = np.ones(n, np.int64) if same_doc is None else same_doc
     order = np.argsort(keys)
     ordered = keys[order]
-    n = len(keys)
     starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]])) if n else np.zeros(0, np.int64)
     kept = order[starts]
+    stands_for = np.add.reduceat(rows[order], starts) if n else np.zeros(0, np.int64)
+    kept_same = same_doc[kept]
     lengths = np.diff(np.append(starts, n))
     multi = lengths > 1
-    stats = {"duplicate_same_document": 0, "duplicate_across_documents": 0}
     if multi.any():
         in_runs = np.repeat(multi, lengths)
-        rows = order[in_runs]
+        members = order[in_runs]
         candidates = pa.table(
             {
                 "k": ordered[in_runs],
-                "d": table.column("doc_id").take(rows),
-                "a": table.column("a_sent_id").take(rows),
-                "b": table.column("b_sent_id").take(rows),
-                "i": rows,
+                "d": table.column("doc_id").take(members),
+                "a": table.column("a_sent_id").take(members),
+                "b": table.column("b_sent_id").take(members),
+                "i": members,
             }
         )
         ranked = pc.sort_indices(candidates, sort_keys=[(c, "ascending") for c in "kdabi"]).to_numpy()
         run_lengths = lengths[multi]
-        firsts = ranked[np.concatenate([[0], np.cumsum(run_lengths)[:-1]])]
-        kept[multi] = rows[firsts]
+        run_starts = np.concatenate([[0], np.cumsum(run_lengths)[:-1]])
+        firsts = ranked[run_starts]
+        kept[multi] = members[firsts]
         docs = candidates.column("d")
         winner_doc = docs.take(np.repeat(firsts, run_lengths))
-        same = pc.sum(pc.equal(docs.take(ranked), winner_doc)).as_py() - len(run_lengths)
-        dropped = len(rows) - len(run_lengths)
-        stats = {"duplicate_same_document": same, "duplicate_across_documents": dropped - same}
-    return kept, stats
+        own_doc = pc.equal(docs.take(ranked), winner_doc).to_numpy(zero_copy_only=False)
+        kept_same[multi] = np.add.reduceat(np.where(own_doc, same_doc[members[ranked]], 0), run_starts)
+    return kept, stands_for, kept_same
+
+
+def first_of_each_pair(table: pa.Table) -> tuple[np.ndarray, dict[str, int]]:
+    """Row indices of the kept rows in `shuffle_key` order, and the duplicate counts."""
+    keys = table.column("shuffle_key").to_numpy()
+    counts = [table.column(c).to_numpy() if c in table.column_names else None for c in (ROWS, SAME_DOC)]
+    kept, stands_for, same_doc = collapse_duplicates(table, keys, *counts)
+    dropped = int(stands_for.sum()) - len(kept)
+    same = int(same_doc.sum()) - len(kept)
+    return kept, {"duplicate_same_document": same, "duplicate_across_documents": dropped - same}
 
 
 def _ordered_map(pool: ThreadPoolExecutor, fn, items, ahead: int):
@@ -275,7 +302,8 @@ def dedup_partition(work: Path, p: int, partitions: int) -> tuple[pa.Table | Non
     keep: dict[str, np.ndarray] = {}
     if table is not None and table.num_rows:
         kept, dups = first_of_each_pair(table)
-        stats |= dups | {"rows_in": table.num_rows}
+        stats |= dups | {"rows_in": len(kept) + dups["duplicate_same_document"] + dups["duplicate_across_documents"]}
+        table = table.drop_columns([c for c in (ROWS, SAME_DOC) if c in table.column_names])
         for name in BUCKETS:
             in_bucket = pc.equal(table.column("bucket"), name).to_numpy(zero_copy_only=False)
             keep[name] = kept[in_bucket[kept]]

@@ -244,3 +244,49 @@ def test_memory_limit_far_below_input_completes(tmp_path):
     assert raw > 2 * 24e6, f"input only {raw} bytes"
     assert stats["partitions"] >= 8
     assert stats["rows_out"] == len(set(table.column("pair_id").to_pylist()))
+
+
+def test_pair_repeated_across_many_documents_is_collapsed_early_with_exact_counts(tmp_path, monkeypatch):
+    """Boilerplate (the same pair on every product page) must not pile up in one partition, and
+    the manifest's same-/across-document counts must equal a plain group-by over the input."""
+    import tasks.shuffle_pairs as shuffle_pairs
+
+    monkeypatch.setattr(shuffle_pairs, "INPUT_SLICE_ROWS", 64)  # many slices, so the combiner has work
+    rng = random.Random(7)
+    boiler = [
+        ("Free shipping on orders over $50.", "Free returns on orders over $50."),
+        ("free RETURNS on orders over $50.", "Free shipping on  orders over $50."),
+    ]
+    docs = []
+    for d in rng.sample(range(300), 300):  # documents in no particular order: the winner is not the first row
+        repeats = 3 if d == 0 else rng.choice([1, 1, 2])  # page 0 wins: its repeats are same-document duplicates
+        pairs = [rng.choice(boiler) for _ in range(repeats)]
+        pairs += [(f"item {d} fits size {j}", f"item {d} fits size {j + 1}") for j in range(rng.randint(0, 3))]
+        docs.append((f"page-{d:04d}", pairs))
+    table = pair_rows(docs)
+    inputs = write_input(tmp_path / "in", table, shards=3)
+    stats = shuffle_all(inputs, tmp_path / "out", ShuffleConfig(partitions=4, rows_per_shard=100))
+
+    # Reference: per pair_id, the first row by (doc_id, a_sent_id, b_sent_id, input position).
+    groups: dict[str, list[tuple]] = {}
+    for pos, r in enumerate(table.to_pylist()):
+        groups.setdefault(r["pair_id"], []).append((r["doc_id"], r["a_sent_id"], r["b_sent_id"], pos))
+    winners = {pid: min(rows) for pid, rows in groups.items()}
+    same = sum(sum(row[0] == winners[pid][0] for row in rows) - 1 for pid, rows in groups.items())
+    dropped = table.num_rows - len(groups)
+    assert stats["duplicate_same_document"] == same > 0
+    assert stats["duplicate_across_documents"] == dropped - same > 250
+    kept = pa.concat_tables([read_bucket(tmp_path / "out", b) for b in ("short", "long")]).to_pylist()
+    assert {r["pair_id"]: (r["doc_id"], r["a_sent_id"], r["b_sent_id"]) for r in kept} == {
+        pid: w[:3] for pid, w in winners.items()
+    }
+
+    # The combiner kept at most one row of the boilerplate pair per input slice.
+    boiler_id = pair_id(*boiler[0])
+    slices = sum(-(-pq.ParquetFile(p).metadata.num_rows // 64) for p in inputs)
+    partitioned = pa.concat_tables(
+        pa.ipc.open_file(str(p)).read_all()
+        for p in sorted((tmp_path / "out" / "_work" / "partitioned").glob("*.arrow"))
+    )
+    ids = partitioned.column("pair_id").to_pylist()
+    assert len(groups[boiler_id]) > 300 and ids.count(boiler_id) <= slices < len(groups[boiler_id])
