@@ -245,8 +245,10 @@ class KeywordsConfig:
             raise ValueError(f"tokenizer {self.tokenizer!r} is not implemented; this code is {TOKENIZER_VERSION}")
         if self.coherence_metric not in MEASURES:
             raise ValueError(f"coherence_metric must be one of {MEASURES}")
-        if self.k < 1 or any(k < 1 for k in self.ks) or (self.ks and not self.seeds):
-            raise ValueError("K values must be >= 1 and a sweep needs seeds")
+        if self.k < 1 or any(k < 1 for k in self.ks):
+            raise ValueError("K values must be >= 1")
+        if self.ks and len(set(self.seeds)) < 3:  # one seed's coherence is too noisy to pick K by
+            raise ValueError(f"a K sweep needs at least 3 distinct seeds for a mean and spread, got {list(self.seeds)}")
         if self.fallback_words < 1 or self.top_n < 2:
             raise ValueError("need fallback_words >= 1 and top_n >= 2")
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,6 +56,12 @@ def publish_artifacts(topics: pa.Table, sweep: list[dict], summary: str) -> None
         current_logger(__name__).debug("no Prefect artifacts: %s", exc)
 
 
+def plot_markdown(plot: Path) -> str:
+    """The coherence-vs-K plot inline (a data URI: the UI cannot read the data root), and its path."""
+    data = base64.b64encode(plot.read_bytes()).decode("ascii")
+    return f"\n\n![coherence vs K](data:image/png;base64,{data})\n\nplot: `{plot}`"
+
+
 @task(name="keywords", cache_policy=stage_cache_policy(KEYWORDS_CODE_VERSION))
 def keywords(source: dict[str, str], config: KeywordsConfig, root: str) -> dict[str, str]:
     """Fit GSDMM (optionally sweeping K) and write `keywords`, `topics` and `topic_sweep` tables."""
@@ -86,7 +94,7 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str) -> dict[
         best = summarize_sweep(sweep, config.coherence_metric)[1]
         summary += f"; K sweep picked K={best} by mean {config.coherence_metric}"
     logger.info(summary.replace("**", ""))
-    publish_artifacts(topics, sweep, summary + (f"\n\nplot: `{plot}`" if plot else ""))
+    publish_artifacts(topics, sweep, summary + (plot_markdown(plot) if plot else ""))
     numbers = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
     write_manifest(
         out,

@@ -29,7 +29,9 @@ def test_mine_keywords_on_stackoverflow_titles(tmp_path, titles):
     from flows.mine_keywords import mine_keywords
 
     root = tmp_path / "data"
-    params = dict(input_path=str(titles), text_field="title", title_field="", ks=[5, 10], seeds=[0, 1], root=str(root))
+    params = dict(
+        input_path=str(titles), text_field="title", title_field="", ks=[5, 10], seeds=[0, 1, 2], root=str(root)
+    )
     ref = mine_keywords(**params)
     out = root / ref["path"]
     manifest = json.loads((out / "_manifest.json").read_text())
@@ -45,5 +47,19 @@ def test_mine_keywords_on_stackoverflow_titles(tmp_path, titles):
     for text, kw in rows[:200]:
         positions = [text.find(w) for w in kw]
         assert all(p >= 0 for p in positions) and positions == sorted(positions), (text, kw)
-    assert sweep == [(5, 2), (10, 2)] and 1 <= n_topics <= 10
+    assert sweep == [(5, 3), (10, 3)] and 1 <= n_topics <= 10
     assert mine_keywords(**params) == ref  # cached
+    with pytest.raises(ValueError, match="at least 3 distinct seeds"):
+        mine_keywords(**(params | {"seeds": [0, 1]}))
+
+
+def test_sweep_plot_is_published_inline(tmp_path, titles):
+    from prefect.client.orchestration import get_client
+
+    from flows.mine_keywords import mine_keywords
+
+    mine_keywords(input_path=str(titles), text_field="title", title_field="", ks=[3, 6], root=str(tmp_path / "d"))
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts()
+    summaries = [a.data for a in artifacts if a.key == "keywords-summary"]
+    assert any("![coherence vs K](data:image/png;base64,iVBOR" in s for s in summaries)  # a PNG, inline
