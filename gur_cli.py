@@ -47,6 +47,8 @@ def run_sql(root: Path, query: str, limit: int) -> str:
 
 
 def cmd_build_pairs(args: argparse.Namespace) -> int:
+    import json
+
     from flows.build_pairs import build_pairs
     from storage.layout import data_root
 
@@ -59,8 +61,10 @@ def cmd_build_pairs(args: argparse.Namespace) -> int:
         source_name=args.source_name,
         docs_per_shard=args.docs_per_shard,
         max_sentence_chars=args.max_sentence_chars,
+        max_doc_bytes=args.max_doc_bytes,
         workers=args.workers,
         pair_rule=args.pair_rule,
+        pair_options=json.loads(args.pair_options) if args.pair_options else None,
         seed=args.seed,
         holdout_percent=args.holdout_percent,
         root=args.root,
@@ -250,12 +254,20 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--source-name", default="", help="name used in doc_ids (default: the input's file name)")
         p.add_argument("--docs-per-shard", type=int, default=2000, help="documents per Parquet shard (default: 2000)")
         p.add_argument("--max-sentence-chars", type=int, default=512, help="crop longer sentences (default: 512)")
+        p.add_argument(
+            "--max-doc-bytes", type=int, default=8_000_000, help="reject larger documents (default: 8000000)"
+        )
         p.add_argument("--workers", type=int, default=0, help="processes for CPU-heavy stages (default: all cores)")
         p.add_argument(
             "--pair-rule",
             default="weighted",
             choices=["weighted", "letters", "none"],
             help="LCS rule: weighted (GUR code), letters (paper), none (GUR-LCS ablation)",
+        )
+        p.add_argument(
+            "--pair-options",
+            default="",
+            help='other PairConfig fields as JSON, e.g. \'{"letters_k": 10, "letters_k_by_length": false}\'',
         )
         p.add_argument("--seed", type=int, default=0, help="seed of partner choice and shuffle (default: 0)")
         p.add_argument(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 from prefect import flow
@@ -29,10 +30,12 @@ def build_pairs(
     title_field: str = "title",
     id_field: str = "id",
     source_name: str = "",
+    max_doc_bytes: int = 8_000_000,
     docs_per_shard: int = 2000,
     max_sentence_chars: int = 512,
     pair_rule: str = "weighted",
     pair_repeat: int = 2,
+    pair_options: dict | None = None,
     seed: int = 0,
     rows_per_shard: int = 100_000,
     memory_limit: str = "1GB",
@@ -43,14 +46,19 @@ def build_pairs(
     """Build training shards from a corpus (default: the bundled Wikipedia sample).
 
     `pair_rule`: `weighted` (GUR's code), `letters` (the paper's wording) or `none` (no LCS
-    filter: the GUR-LCS ablation's data). `seed` drives partner order and the shuffle.
+    filter: the GUR-LCS ablation's data); `pair_options`: other `PairConfig` fields, e.g.
+    `{"letters_k": 10, "letters_k_by_length": false}` (the paper's k = 10 example).
+    `seed` drives partner order and the shuffle. Documents over `max_doc_bytes` are rejected.
     `holdout_percent` keeps that share of documents (by title hash) out of the pairs because the
     demo retrieval evaluation uses them; `None`: 20 for the bundled sample, 0 for your corpus.
     """
     base = data_root(root)
     if holdout_percent is None:
         holdout_percent = DemoRetrievalConfig.held_out_percent if input_path is None else 0
-    reader = ReaderConfig(format=format, text_field=text_field, title_field=title_field, id_field=id_field)
+    reader = ReaderConfig(
+        format=format, text_field=text_field, title_field=title_field, id_field=id_field, max_doc_bytes=max_doc_bytes
+    )
+    pair_config = pair_config_from(pair_rule, pair_repeat, seed, holdout_percent, pair_options)
     source = str(Path(input_path).resolve()) if input_path else str(default_corpus())
     documents = run_stage(ingest, base, input_path=source, config=IngestConfig(reader, source_name, docs_per_shard))
     sentences = run_stage(split, base, documents=documents, config=SplitConfig(max_sentence_chars), workers=workers)
@@ -58,7 +66,7 @@ def build_pairs(
         pair,
         base,
         sentences=sentences,
-        config=PairConfig(rule=pair_rule, repeat=pair_repeat, seed=seed, holdout_percent=holdout_percent),
+        config=pair_config,
         workers=workers,
     )
     shards = run_stage(
@@ -67,5 +75,17 @@ def build_pairs(
         pairs=pairs,
         config=ShuffleConfig(seed=seed, rows_per_shard=rows_per_shard, memory_limit=memory_limit),
     )
-    update_catalog(str(base))
+    update_catalog(str(base), [documents, sentences, pairs, shards])
     return {"documents": documents, "sentences": sentences, "pairs": pairs, "shards": shards}
+
+
+def pair_config_from(rule: str, repeat: int, seed: int, holdout_percent: int, options: dict | None) -> PairConfig:
+    """The pair stage's config; unknown `options` keys are an error that lists the known ones."""
+    options = dict(options or {})
+    fixed = {"rule", "repeat", "seed", "holdout_percent"}
+    known = {f.name for f in fields(PairConfig)} - fixed
+    unknown = sorted(set(options) - known)
+    if unknown:
+        what = "set by their own parameters" if set(unknown) <= fixed else f"known: {', '.join(sorted(known))}"
+        raise ValueError(f"pair_options: {', '.join(unknown)} not accepted ({what})")
+    return PairConfig(rule=rule, repeat=repeat, seed=seed, holdout_percent=holdout_percent, **options)

@@ -84,5 +84,5 @@ def evaluate(
     ]
     metrics = run_stage(write_metrics, base, units=units)
     report = publish_evaluation(metrics, str(base))
-    update_catalog(str(base))
+    update_catalog(str(base), [metrics])
     return {"metrics": metrics, "units": units, "report": report}

@@ -68,5 +68,5 @@ def mine_keywords(
         t_min=t_min,
     )
     result = run_stage(keywords, base, source=table, config=config)
-    update_catalog(str(base))
+    update_catalog(str(base), [result])
     return result

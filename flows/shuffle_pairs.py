@@ -27,5 +27,5 @@ def shuffle_pairs(pairs: dict[str, str], config: ShuffleConfig | None = None, ro
         unmapped(plan), range(plan["partitions"]), unmapped(config), unmapped(base), wait_for=[parted]
     )
     ref = write_shards(plan, pairs, config, base, wait_for=[parts])
-    update_catalog(base)
+    update_catalog(base, [pairs, ref])
     return ref

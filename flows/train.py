@@ -52,5 +52,5 @@ def train_flow(
     ref = run_stage(
         train, base, shards=shards, config=config, nproc=nproc, labels={"method": method, "variant": variant}
     )
-    update_catalog(str(base))
+    update_catalog(str(base), [shards, ref])
     return ref

@@ -13,29 +13,43 @@ from storage.layout import CATALOG, MANIFEST
 log = logging.getLogger(__name__)
 
 
-def latest_tables(root: Path) -> dict[str, Path]:
-    """Map table name -> absolute Parquet glob of the newest complete stage that writes it."""
+def _manifest(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        log.warning("skipping unreadable manifest %s: %s", path, exc)
+        return None
+
+
+def latest_tables(root: Path, current: list[Path] = ()) -> dict[str, Path]:
+    """Map table name -> absolute Parquet glob of the newest complete stage that writes it.
+
+    `current`: stage folders a flow run just used; their tables win over newer ones, so a
+    cached rerun on one corpus shows that corpus even when another was built after it.
+    """
     best: dict[str, tuple[float, Path]] = {}
     for manifest_path in sorted(root.glob(f"*/*/{MANIFEST}")):
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            log.warning("skipping unreadable manifest %s: %s", manifest_path, exc)
+        manifest = _manifest(manifest_path)
+        if manifest is None:
             continue
         finished = float(manifest.get("finished_at", 0.0))
         for table, pattern in manifest.get("tables", {}).items():
             if table not in best or finished >= best[table][0]:
                 best[table] = (finished, manifest_path.parent / pattern)
+    for folder in current:
+        manifest = _manifest(folder / MANIFEST) if (folder / MANIFEST).exists() else None
+        for table, pattern in (manifest or {}).get("tables", {}).items():
+            best[table] = (float("inf"), folder / pattern)
     return {table: glob for table, (_, glob) in sorted(best.items())}
 
 
-def refresh_catalog(root: Path) -> dict[str, Path]:
+def refresh_catalog(root: Path, current: list[Path] = ()) -> dict[str, Path]:
     """(Re)create the views; returns what each view points at.
 
     Views hold absolute paths (DuckDB resolves relative ones against the reader's working
     directory), so a moved data root needs `gur catalog --refresh`.
     """
-    tables = latest_tables(root)
+    tables = latest_tables(root, current)
     root.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(root / CATALOG))
     try:

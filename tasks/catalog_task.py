@@ -7,13 +7,16 @@ from prefect.cache_policies import NO_CACHE
 
 from storage.catalog import refresh_catalog
 from storage.layout import data_root
+from storage.stage_output import ref_dir
 from tasks.progress import current_logger
 
 
 @task(name="update-catalog", cache_policy=NO_CACHE)
-def update_catalog(root: str) -> dict[str, str]:
-    """A side effect on `catalog.duckdb`, so never cached."""
-    tables = refresh_catalog(data_root(root))
+def update_catalog(root: str, current: list[dict[str, str]] | None = None) -> dict[str, str]:
+    """A side effect on `catalog.duckdb`, so never cached. `current`: the stage refs this flow
+    run produced or reused; their tables win over newer outputs of other runs."""
+    base = data_root(root)
+    tables = refresh_catalog(base, [ref_dir(base, ref) for ref in current or ()])
     for name, glob in tables.items():
         current_logger(__name__).info("catalog view %s -> %s", name, glob)
     return {name: str(glob) for name, glob in tables.items()}

@@ -112,17 +112,21 @@ def _record_from_fields(location: str, obj: dict, config: ReaderConfig) -> Recor
         return Reject(location, "empty_text", f"field {config.text_field!r} is empty")
     if not isinstance(text, str):
         return Reject(location, "text_not_string", f"field {config.text_field!r} is {type(text).__name__}")
-    if len(text.encode("utf-8", "surrogateescape")) > config.max_doc_bytes:
+    if len(text.encode("utf-8", "surrogatepass")) > config.max_doc_bytes:
         return Reject(location, "too_large", f"{len(text)} characters > max_doc_bytes={config.max_doc_bytes}")
-    if _has_surrogates(text):
-        return Reject(location, "invalid_utf8", "text is not valid UTF-8")
     title = _field(obj, config.title_field)
     title = title.strip() if isinstance(title, str) and title.strip() else None
     source_id = _field(obj, config.id_field)
-    return Record(location, None if source_id is None else str(source_id), title, text)
+    source_id = None if source_id is None else str(source_id)
+    for name, value in ((config.text_field, text), (config.title_field, title), (config.id_field, source_id)):
+        # Undecodable bytes (CSV, read with surrogateescape) and lone surrogates (JSON "\ud800")
+        # cannot be written as UTF-8: reject here rather than fail inside the Parquet writer.
+        if value is not None and _has_surrogates(value):
+            return Reject(location, "invalid_utf8", f"field {name!r} is not valid UTF-8")
+    return Record(location, source_id, title, text)
 
 
-_SURROGATE = re.compile("[\udc80-\udcff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _has_surrogates(text: str) -> bool:
@@ -199,7 +203,8 @@ def read_parquet(path: Path, config: ReaderConfig, batch_rows: int = 4096) -> It
 
 def read_delimited(path: Path, config: ReaderConfig, delimiter: str) -> Iterator[Record | Reject]:
     """CSV/TSV with a header row. Invalid UTF-8 rejects the record, not the file."""
-    csv.field_size_limit(min(sys.maxsize, max(config.max_doc_bytes * 2, 1 << 20)))
+    limit = min(sys.maxsize, max(config.max_doc_bytes * 2, 1 << 20))
+    csv.field_size_limit(limit)  # bounds memory; fields between max_doc_bytes and this become rejects
     with _open_binary(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
         # Quoted fields are parsed in TSV too (exports quote fields holding tabs or quotes); a quote
@@ -221,6 +226,11 @@ def read_delimited(path: Path, config: ReaderConfig, delimiter: str) -> Iterator
                     continue
                 yield _record_from_fields(location, obj, config)
         except csv.Error as exc:
+            if "field larger than field limit" in str(exc):
+                raise CorpusError(
+                    f"{path}:{start + 1}: a field of more than {limit:,} bytes; this reader will not load it"
+                    f" (max_doc_bytes={config.max_doc_bytes:,}): raise --max-doc-bytes or split the record"
+                ) from exc
             raise CorpusError(f"{path}:{reader.line_num}: {exc}") from exc
 
 

@@ -96,6 +96,41 @@ def test_gur_sql_prints_a_table(tmp_path, corpus, capsys):
     assert out.splitlines()[0].strip() == "n" and out.splitlines()[2].strip() == "2"
 
 
+def test_catalog_shows_the_corpus_of_the_latest_run_even_when_it_was_cached(tmp_path, corpus):
+    from flows.build_pairs import build_pairs
+
+    root = tmp_path / "data"
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"id": 9, "text": "One lonely document."}) + "\n", encoding="utf-8")
+
+    def views() -> tuple:
+        with duckdb.connect(str(root / "catalog.duckdb"), read_only=True) as con:
+            tables = ("documents", "pairs", "shards")
+            return tuple(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables)
+
+    build_pairs(input_path=str(corpus), root=str(root), workers=1)
+    first = views()
+    assert first == (2, 3, 3)  # the three pairs of the flow test above, none a duplicate
+    build_pairs(input_path=str(other), root=str(root), workers=1)
+    assert views() == (1, 0, 0)
+    build_pairs(input_path=str(corpus), root=str(root), workers=1)  # every stage cached
+    assert views() == first
+
+
+def test_pair_options_reach_the_pair_stage_and_unknown_ones_are_named(tmp_path, corpus):
+    from flows.build_pairs import build_pairs
+
+    root = tmp_path / "data"
+    strict = build_pairs(input_path=str(corpus), root=str(root), workers=1, pair_options={"min_weight_small": 25})
+    with duckdb.connect(str(root / "catalog.duckdb"), read_only=True) as con:
+        kept = sorted(row[0] for row in con.execute("SELECT lcs FROM pairs").fetchall())
+    assert kept == ["a graph has "]  # the CJK pairs weigh 20, now under the threshold
+    manifest = json.loads((root / strict["pairs"]["path"] / "_manifest.json").read_text())
+    assert manifest["config"]["min_weight_small"] == 25
+    with pytest.raises(ValueError, match="min_wieght.*known: .*min_weight"):
+        build_pairs(input_path=str(corpus), root=str(root), workers=1, pair_options={"min_wieght": 10})
+
+
 def test_gur_errors_are_one_line(tmp_path, capsys):
     assert gur_main(["--root", str(tmp_path / "empty"), "sql", "SELECT 1"]) == 1
     assert "no catalog at" in capsys.readouterr().err

@@ -147,6 +147,34 @@ def test_csv_invalid_utf8_and_ragged_rows_are_rejected(tmp_path):
     assert [(r.location, r.reason) for r in rejects] == [(f"{path}:3", "invalid_utf8"), (f"{path}:4", "malformed_row")]
 
 
+def test_undecodable_text_in_any_field_is_a_reject_not_a_crash(tmp_path):
+    """A JSON escape of a lone surrogate and invalid UTF-8 in a CSV title cannot be written as
+    UTF-8 Parquet: they are rejected where they are read, naming the field."""
+    jsonl = tmp_path / "s.jsonl"
+    jsonl.write_text('{"text": "ok"}\n{"text": "lone \\ud800 half"}\n{"title": "t\\udfff", "text": "fine"}\n')
+    records, rejects = split_items(read_corpus(jsonl, ReaderConfig()))
+    assert [r.text for r in records] == ["ok"]
+    assert [(r.location, r.reason, r.detail) for r in rejects] == [
+        (f"{jsonl}:2", "invalid_utf8", "field 'text' is not valid UTF-8"),
+        (f"{jsonl}:3", "invalid_utf8", "field 'title' is not valid UTF-8"),
+    ]
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_bytes(b"title,text\ncaf\xe9,good text\nfine,more text\n")
+    records, rejects = split_items(read_corpus(csv_path, ReaderConfig()))
+    assert [r.text for r in records] == ["more text"]
+    assert [(r.location, r.reason) for r in rejects] == [(f"{csv_path}:2", "invalid_utf8")]
+
+
+def test_csv_field_over_the_parser_limit_stops_naming_its_line(tmp_path):
+    path = tmp_path / "big.csv"
+    path.write_text('title,text\nA,"short"\nB,"' + "x" * 3_000_000 + '"\nC,after\n')
+    with pytest.raises(CorpusError, match=r"big.csv:3: a field of more than 2,000,000 bytes"):
+        list(read_corpus(path, ReaderConfig(max_doc_bytes=1_000_000)))
+    records, rejects = split_items(read_corpus(path, ReaderConfig(max_doc_bytes=2_000_000)))
+    assert [r.text for r in records] == ["short", "after"]  # between the two limits: a reject
+    assert [(r.location, r.reason) for r in rejects] == [(f"{path}:3", "too_large")]
+
+
 def test_truncated_parquet_stops_with_the_file_name(tmp_path):
     path = tmp_path / "cut.parquet"
     pq.write_table(pa.table({"text": [f"document {i}" for i in range(1000)]}), path)
