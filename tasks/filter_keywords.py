@@ -248,7 +248,7 @@ class KeywordsConfig:
         if self.k < 1 or any(k < 1 for k in self.ks):
             raise ValueError("K values must be >= 1")
         if self.ks and len(set(self.seeds)) < 3:  # one seed's coherence is too noisy to pick K by
-            raise ValueError(f"a K sweep needs at least 3 distinct seeds for a mean and spread, got {list(self.seeds)}")
+            raise ValueError(f"a K sweep needs at least 3 distinct seeds (mean and spread), got {list(self.seeds)}")
         if self.fallback_words < 1 or self.top_n < 2:
             raise ValueError("need fallback_words >= 1 and top_n >= 2")
 

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import xxhash
 
 from storage.shards import shard_done, sweep_temporaries, write_shard, write_shard_stats
 from tasks.read_corpus import ReaderConfig, Record, Reject, read_corpus
+from tasks.seen_keys import SeenKeys
 
 INGEST_CODE_VERSION = "ingest_v1"
 
@@ -46,6 +48,9 @@ class IngestConfig:
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     source_name: str = ""  # empty: the input's file or folder name without extensions
     docs_per_shard: int = 2000  # fixed for a run: part of the fingerprint, so resume is exact
+    # A shard also ends once its texts hold this many characters: memory here and in each split
+    # worker stays bounded however large the documents (2000 x 8 MB would be 16 GB).
+    shard_chars: int = 64_000_000
 
 
 def default_source_name(path: Path) -> str:
@@ -62,6 +67,7 @@ def make_doc_id(source: str, title: str | None, text: str) -> str:
 
 class _ShardBuffer:
     def __init__(self) -> None:
+        self.chars = 0
         self.docs: dict[str, list] = {name: [] for name in DOCUMENTS_SCHEMA.names}
         self.rejects: dict[str, list] = {name: [] for name in REJECTS_SCHEMA.names}
         self.reasons: dict[str, int] = {}
@@ -70,6 +76,7 @@ class _ShardBuffer:
         return len(self.docs["doc_id"])
 
     def add_doc(self, **row: str | None) -> None:
+        self.chars += len(row["text"])
         for name in DOCUMENTS_SCHEMA.names:
             self.docs[name].append(row[name])
 
@@ -86,15 +93,15 @@ def ingest_corpus(
 ) -> dict[str, int]:
     """Write `documents` and `rejects` shards into `out_dir`; returns summed counts.
 
-    Shard `i` holds documents `i*docs_per_shard ...`; the rejects met while filling it go to
-    rejects shard `i`. Finished shards (marker present) are not rewritten, so a rerun after a
-    crash produces the same bytes. Duplicate tracking keeps one 8-byte key per document.
+    Shard `i` holds the next `docs_per_shard` documents (fewer once they reach `shard_chars`);
+    the rejects met while filling it go to rejects shard `i`. Finished shards (marker present)
+    are not rewritten, so a rerun after a crash produces the same bytes. Duplicate tracking
+    costs 16-32 bytes per document (`SeenKeys`).
     """
     path = Path(path)
     source = config.source_name or default_source_name(path)
     sweep_temporaries(out_dir)
-    seen_docs: set[str] = set()
-    seen_ids: set[str] = set()
+    seen_docs, seen_ids = SeenKeys(), SeenKeys()
     totals: dict[str, int] = {"documents": 0, "rejects": 0}
     buffer = _ShardBuffer()
     index = 0
@@ -121,7 +128,7 @@ def ingest_corpus(
             _accept(item, source, buffer, seen_docs, seen_ids)
         if on_record is not None:
             on_record(1)
-        if len(buffer) >= config.docs_per_shard:
+        if len(buffer) >= config.docs_per_shard or buffer.chars >= config.shard_chars:
             flush()
     if len(buffer) or index == 0 or buffer.rejects["reason"]:
         flush()
@@ -129,17 +136,19 @@ def ingest_corpus(
     return totals
 
 
-def _accept(record: Record, source: str, buffer: _ShardBuffer, seen_docs: set[str], seen_ids: set[str]) -> None:
+def _accept(record: Record, source: str, buffer: _ShardBuffer, seen_docs: SeenKeys, seen_ids: SeenKeys) -> None:
     doc_id = make_doc_id(source, record.title, record.text)
-    if doc_id in seen_docs:
+    # The doc_id's digest is its key (exact within one source). A source id is keyed by its
+    # 64-bit hash: a false "seen before" needs a collision (~1e-6 over 6M ids) and is a reject row.
+    doc_key = int(doc_id.rsplit("-", 1)[1], 16)
+    if doc_key in seen_docs:
         buffer.add_reject(source, Reject(record.location, "duplicate_document", f"same title and text as {doc_id}"))
         return
     if record.source_id is not None:
-        if record.source_id in seen_ids:
+        if not seen_ids.add(xxhash.xxh3_64_intdigest(record.source_id.encode("utf-8", "surrogatepass"))):
             buffer.add_reject(source, Reject(record.location, "duplicate_id", f"id {record.source_id!r} seen before"))
             return
-        seen_ids.add(record.source_id)
-    seen_docs.add(doc_id)
+    seen_docs.add(doc_key)
     buffer.add_doc(
         doc_id=doc_id,
         source=source,

@@ -49,3 +49,12 @@ def test_doc_ids_are_stable_and_content_addressed():
     assert make_doc_id("wiki", "A", "text") != make_doc_id("wiki", "A", "text.")
     assert make_doc_id("wiki", None, "text") == make_doc_id("wiki", "", "text")
     assert make_doc_id("wiki", "A", "t") != make_doc_id("news", "A", "t")
+
+
+def test_a_shard_also_ends_at_its_character_budget(tmp_path):
+    src = tmp_path / "c.jsonl"
+    write_jsonl(src, [{"text": f"document {i:02d}"} for i in range(8)])  # 11 characters each
+    out = tmp_path / "out"
+    config = IngestConfig(ReaderConfig(), "", docs_per_shard=100, shard_chars=30)
+    assert ingest_corpus(src, config, out)["shards"] == 3
+    assert [pq.read_metadata(p).num_rows for p in finished_shards(out)] == [3, 3, 2]
