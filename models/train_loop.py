@@ -343,8 +343,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 "Raise heldout_fraction or lower eval_batch (small corpora: 0.2 and 16)."
             )
 
+    # SIGTERM (a scheduler, `kill`) and SIGINT (Ctrl-C) finish the step, save a checkpoint, exit.
     stop = {"flag": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(flag=True))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.update(flag=True))
 
     def checkpoint() -> None:
         data = gather(stream.state_dict(), world)
@@ -419,11 +421,17 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             t0, tokens = time.time(), 0
         if cfg.stop_at_step and step == cfg.stop_at_step:
             return {"stopped_at": step}
+        if ddp:  # every rank stops after the same step, or the others would wait in a collective forever
+            flag = torch.tensor(float(stop["flag"]), device=device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            stop["flag"] = bool(flag.item())
         if step % cfg.ckpt_every == 0:
             checkpoint()
             last_saved = step
     if last_saved != step:
         checkpoint()
+    if stop["flag"] and master and step < cfg.max_steps:
+        print(f"stopped at step {step} by a signal; checkpoint saved, rerun to resume", flush=True)
     summary: dict[str, Any] = {"step": step, "complete": step >= cfg.max_steps}
     if master and summary["complete"]:
         write_reports(out, metrics)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -89,13 +90,27 @@ def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dic
     }
     cmd = launch_command(config_path, nproc)
     logger.info("train: %s", " ".join(cmd))
-    with subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
-        tail: list[str] = []
-        for line in proc.stdout:
+    tail: list[str] = []
+
+    def follow(stream) -> None:
+        nonlocal tail
+        for line in stream:
             line = line.rstrip()
-            if line.startswith(("step ", "resumed", "held-out", "resuming")):
+            if line.startswith(("step ", "resumed", "held-out", "resuming", "stopped")):
                 logger.info("train: %s", line)
             tail = (tail + [line])[-40:]
+
+    with subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        try:
+            follow(proc.stdout)
+        except KeyboardInterrupt:
+            # Ctrl-C reached the trainer too: it finishes its step and saves a checkpoint. Keep
+            # reading its output until it has (a second Ctrl-C leaves it to finish on its own).
+            logger.warning("train: interrupted; waiting for the trainer to save a checkpoint")
+            proc.send_signal(signal.SIGTERM)  # in case the interrupt did not come from a terminal
+            follow(proc.stdout)
+            proc.wait()
+            raise
         code = proc.wait()
     if code != 0:
         raise RuntimeError(

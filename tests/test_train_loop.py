@@ -163,3 +163,30 @@ def test_two_process_ddp_on_cpu_trains(shards, tmp_path):
     assert ckpt["world_size"] == 2 and len(ckpt["data"]) == 2 and ckpt["data"][0] != ckpt["data"][1]
     losses = [r["loss"] for r in ckpt["metrics"]]
     assert len(losses) == 4 and all(torch.isfinite(torch.tensor(losses)))
+
+
+def test_ctrl_c_saves_a_checkpoint_and_a_rerun_resumes_from_it(shards, tmp_path):
+    """A real trainer process gets SIGINT mid-run: it finishes the step, saves, exits 3; the same
+    command then resumes at that step and completes."""
+    import signal
+
+    cfg = run_config(shards, tmp_path / "run", max_steps=60, ckpt_every=1000, eval_every=0, export=False)
+    (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+    cmd = [sys.executable, "-m", "models.train_loop", "--config", str(tmp_path / "cfg.json")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("step 3 "):
+            proc.send_signal(signal.SIGINT)
+            break
+    lines += proc.stdout.readlines()
+    assert proc.wait(timeout=120) == 3, "".join(lines[-20:])
+    saved = sorted((tmp_path / "run" / "checkpoints").glob("step-*.pt"))
+    assert len(saved) == 1 and 3 <= int(saved[0].stem.split("-")[1]) < 60
+    assert any(line.startswith("stopped at step") for line in lines)
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert f"resumed from {saved[0].name}" in again.stdout
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["step"] == 60
