@@ -118,10 +118,10 @@ def dataset_files(spec: DatasetSpec) -> list[Path]:
 
 
 def dataset_signature(spec: DatasetSpec) -> list[Any]:
-    """`file_signature` of each file, or "missing" (a file that appears later changes the key)."""
-    from storage.fingerprint import file_signature
+    """`content_signature` of each file, or "missing" (a file that appears later changes the key)."""
+    from storage.fingerprint import content_signature
 
-    return [file_signature(p) if p.exists() else [str(p), "missing"] for p in dataset_files(spec)]
+    return [content_signature(p) if p.exists() else [str(p), "missing"] for p in dataset_files(spec)]
 
 
 def unit_identity(model: str, spec: DatasetSpec, config: SuiteConfig) -> dict[str, Any]:

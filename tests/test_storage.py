@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.catalog import latest_tables, refresh_catalog
-from storage.fingerprint import canonical_json, file_signature, fingerprint
+from storage.fingerprint import canonical_json, content_signature, file_signature, fingerprint
 from storage.manifest import is_complete, write_manifest
 from storage.shards import (
     finished_shards,
@@ -112,3 +113,16 @@ def test_catalog_views_point_at_latest_complete_stage(tmp_path):
     con.close()
     manifest = json.loads((tmp_path / "alpha" / "new" / "_manifest.json").read_text())
     assert manifest["finished_at"] == 2.0
+
+
+def test_content_signature_follows_bytes_not_times(tmp_path):
+    f = tmp_path / "set" / "queries.tsv"
+    f.parent.mkdir()
+    f.write_text("q1\thello\n")
+    before = content_signature(tmp_path / "set")
+    os.utime(f, ns=(1, 1))  # touched: same bytes, same key
+    assert content_signature(tmp_path / "set") == before
+    f.write_text("q1\thellO\n")  # same size, other bytes
+    os.utime(f, ns=(1, 1))
+    assert content_signature(tmp_path / "set") != before
+    assert content_signature(f)[0][:2] == ["queries.tsv", 9]
