@@ -74,6 +74,13 @@ def test_evaluate_flow(tmp_path):
     assert fingerprints == len(result["units"])
     assert "not run" in (out / "report.md").read_text()
 
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        artifacts = {a.key: a for a in client.read_artifacts() if a.key and a.key.startswith("evaluation-")}
+    assert set(artifacts) == {"evaluation-metrics", "evaluation-report"}
+    assert "bm25" in artifacts["evaluation-report"].data and "glove" in str(artifacts["evaluation-metrics"].data)
+
     again = evaluate(**params)
     assert again["metrics"] == result["metrics"] and again["units"] == result["units"]
 
