@@ -114,9 +114,13 @@ def cmd_mine_keywords(args: argparse.Namespace) -> int:
         ks=args.ks,
         seeds=args.seeds,
         seed=args.seed,
+        alpha=args.alpha,
+        beta=args.beta,
         n_iters=args.iters,
         threshold=args.threshold,
         t=args.t,
+        tau=args.tau,
+        t_min=args.t_min,
         root=args.root,
     )
     report(root, {"keywords": ref})
@@ -297,9 +301,13 @@ def build_parser() -> argparse.ArgumentParser:
     kw.add_argument("--ks", type=int, nargs="*", default=None, help="sweep these K values and keep the best NPMI")
     kw.add_argument("--seeds", type=int, nargs="*", default=None, help="seeds per K in a sweep (default: 0 1 2)")
     kw.add_argument("--seed", type=int, default=0, help="seed of the final fit")
+    kw.add_argument("--alpha", type=float, default=0.1, help="GSDMM alpha: prior weight of a topic (default: 0.1)")
+    kw.add_argument("--beta", type=float, default=0.1, help="GSDMM beta: prior weight of a word (default: 0.1)")
     kw.add_argument("--iters", type=int, default=30, help="Gibbs sweeps")
     kw.add_argument("--threshold", default="scaled", choices=["scaled", "absolute"], help="keyword threshold rule")
     kw.add_argument("--t", type=float, default=100.0, help="absolute threshold (the paper's t=100)")
+    kw.add_argument("--tau", type=float, default=0.1, help="scaled threshold: share of topic size (default: 0.1)")
+    kw.add_argument("--t-min", type=float, default=2.0, help="scaled threshold: lower bound (default: 2)")
     kw.set_defaults(func=cmd_mine_keywords)
 
     tr = sub.add_parser(

@@ -164,3 +164,21 @@ def test_tables_without_content_words() -> None:
     assert topics.num_rows == 0 and stats["k_source"] == "config" and stats["empty"] == 1
     empty = table.slice(0, 0)
     assert mine_keywords_table(empty, KeywordsConfig())[0].num_rows == 0
+
+
+def test_every_parameter_that_changes_keywords_changes_the_fingerprint():
+    import dataclasses
+
+    from tasks.keywords_task import keywords_fingerprint
+
+    source = {"stage": "ingest", "fingerprint": "0123456789abcdef", "path": "ingest/0123456789abcdef"}
+    base = KeywordsConfig()
+    changes = dict(seed=1, k=31, ks=(10, 20), alpha=0.2, beta=0.05, n_iters=31, threshold="absolute", t=50.0)
+    changes |= dict(tau=0.2, t_min=3.0)
+    prints = {keywords_fingerprint(source, base)}
+    for name, value in changes.items():
+        prints.add(keywords_fingerprint(source, dataclasses.replace(base, **{name: value})))
+    assert len(prints) == 1 + len(changes)
+    other = dict(source, fingerprint="fedcba9876543210")
+    assert keywords_fingerprint(other, base) not in prints
+    assert keywords_fingerprint(source, dataclasses.replace(base, backend="numpy")) in prints  # same labels
