@@ -19,10 +19,13 @@ from pathlib import Path
 from storage.shards import finished_shards
 from tasks.ingest_documents import IngestConfig, ingest_corpus
 from tasks.read_corpus import ReaderConfig
+from tasks.pair_candidates import PairConfig
+from tasks.pair_shards import pair_all
 from tasks.split_sentences import SplitConfig, split_all
 src, root = Path(sys.argv[1]), Path(sys.argv[2])
 ingest_corpus(src, IngestConfig(ReaderConfig(), "c", docs_per_shard=150), root / "ingest")
 split_all(finished_shards(root / "ingest"), root / "split", SplitConfig(), workers=1)
+pair_all(finished_shards(root / "split"), root / "pair", PairConfig(), workers=1)
 (root / "finished").touch()
 """
 
@@ -49,7 +52,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", ["ingest", "split"])
+@pytest.mark.parametrize("stage", ["ingest", "split", "pair"])
 def test_killed_run_resumes_to_identical_bytes(tmp_path, stage):
     src = tmp_path / "corpus.jsonl"
     make_corpus(src)
