@@ -4,6 +4,7 @@ Layout (`export/`):
     config.json, model.safetensors, tokenizer files   the full T5 encoder-decoder (bert2bert: the encoder)
     modules.json, 1_Pooling/, 2_Dense/, 3_Dense/, 4_Normalize/   the sentence-transformers chain:
         transformer -> pooling -> Dense(d, d, GELU) -> Dense(d, vector_dim) -> normalize
+        (no Dense folders for a model trained with `head="none"`, e.g. a warm start)
     generator/                                        bert2bert only: the encoder-decoder for generation
     gur_export.json                                   pooling, vector size, and how to embed without ST
 
@@ -47,25 +48,26 @@ def export_model(model: GurModel, tok: GurTokenizer, out: str | Path, max_seq_le
     tok.save(tmp)
     d = hidden_size(seq2seq)
     head = model.projection
-    modules = [
-        Transformer(str(tmp), max_seq_length=max_seq_length),
-        Pooling(d, pooling_mode=ST_POOLING[model.config.pooling]),
-        Dense(
-            d,
-            d,
-            activation_function=nn.GELU(),
-            init_weight=head.dense.weight.detach().cpu().clone(),
-            init_bias=head.dense.bias.detach().cpu().clone(),
-        ),
-        Dense(
-            d,
-            head.out.out_features,
-            activation_function=nn.Identity(),
-            init_weight=head.out.weight.detach().cpu().clone(),
-            init_bias=head.out.bias.detach().cpu().clone(),
-        ),
-        Normalize(),
-    ]
+    pooling = Pooling(d, pooling_mode=ST_POOLING[model.config.pooling])
+    modules = [Transformer(str(tmp), max_seq_length=max_seq_length), pooling]
+    if model.config.head == "mlp":
+        modules += [
+            Dense(
+                d,
+                d,
+                activation_function=nn.GELU(),
+                init_weight=head.dense.weight.detach().cpu().clone(),
+                init_bias=head.dense.bias.detach().cpu().clone(),
+            ),
+            Dense(
+                d,
+                head.out.out_features,
+                activation_function=nn.Identity(),
+                init_weight=head.out.weight.detach().cpu().clone(),
+                init_bias=head.out.bias.detach().cpu().clone(),
+            ),
+        ]
+    modules.append(Normalize())
     SentenceTransformer(modules=modules, device="cpu").save(str(tmp))
     encoder_folder.save_pretrained(str(tmp))  # the full encoder-decoder again (ST saved the encoder only)
     if not is_t5:
@@ -74,7 +76,8 @@ def export_model(model: GurModel, tok: GurTokenizer, out: str | Path, max_seq_le
     info = {
         "pooling": model.config.pooling,
         "st_pooling": ST_POOLING[model.config.pooling],
-        "vector_dim": head.out.out_features,
+        "head": model.config.head,
+        "vector_dim": model.vector_dim,
         "generator": "." if is_t5 else "generator",
         "encoder": "AutoModel(path).encoder" if is_t5 else "AutoModel(path)",
     }
@@ -112,5 +115,8 @@ def automodel_embed(path: str | Path, texts: list[str], max_length: int = 128) -
     from models.gur_t5 import pool
 
     x = pool(hidden, batch["attention_mask"], info["pooling"])  # (B, C)
-    first, second = _dense_layers(path)
-    return F.normalize(second(F.gelu(first(x))), dim=-1)  # (B, vector_dim)
+    layers = _dense_layers(path)
+    if layers:  # the MLP head; a warm start's export has none
+        first, second = layers
+        x = second(F.gelu(first(x)))
+    return F.normalize(x, dim=-1)  # (B, vector_dim)

@@ -3,7 +3,8 @@
 The sentence vector is pool(encoder states) -> Linear(d, d) -> GELU -> Linear(d, vector_dim) -> L2
 normalise (the reference code skips the normalisation; the paper says cosine). Pooling:
 `cls` (the projection token at position 0, the paper), `mean` (over real tokens) or `eos`
-(the last real token, the reference code). `init_from` warm-starts from a local pretrained
+(the last real token, the reference code). `head="none"` drops the projection (a warm start
+keeps its pretrained vectors' geometry that way). `init_from` warm-starts from a local pretrained
 BERT-style encoder folder as a bert2bert encoder-decoder (decoder and cross-attention from the
 same weights, as in Rothe et al. 2020), since no pretrained T5 installs offline.
 """
@@ -27,6 +28,7 @@ from transformers import (
 from transformers.modeling_outputs import BaseModelOutput
 
 POOLINGS = ("cls", "mean", "eos")
+HEADS = ("mlp", "none")
 
 
 @dataclass
@@ -41,6 +43,10 @@ class GurModelConfig:
     dropout: float = 0.1
     feed_forward_proj: str = "gated-gelu"  # T5 v1.1, like the paper's Randeng-T5 init
     vector_dim: int = 128
+    # "mlp": Linear-GELU-Linear to vector_dim (the paper's head, for a model trained from scratch);
+    # "none": the pooled state itself, so a warm start keeps the pretrained model's geometry
+    # (a random head in front of MiniLM cost 4-10 points on every set; see the README).
+    head: str = "mlp"
     pooling: str = "cls"
     init_from: str = ""  # a local pretrained encoder folder (bert2bert warm start); "" = T5 from scratch
     pad_id: int = 0
@@ -138,16 +144,24 @@ class GurModel(nn.Module):
         super().__init__()
         if config.pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {config.pooling!r}; choose from {POOLINGS}")
+        if config.head not in HEADS:
+            raise ValueError(f"unknown head {config.head!r}; choose from {HEADS}")
         self.config = config
         self.seq2seq = build_seq2seq(config, load_weights)
-        self.projection = ProjectionHead(hidden_size(self.seq2seq), config.vector_dim, config.dropout)
+        d = hidden_size(self.seq2seq)
+        mlp = config.head == "mlp"
+        self.projection = ProjectionHead(d, config.vector_dim, config.dropout) if mlp else nn.Identity()
+
+    @property
+    def vector_dim(self) -> int:
+        return self.config.vector_dim if self.config.head == "mlp" else hidden_size(self.seq2seq)
 
     def encode(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         return self.seq2seq.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     def embed_hidden(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
         pooled = pool(hidden, attention_mask, self.config.pooling)  # (B, C)
-        return F.normalize(self.projection(pooled).float(), dim=-1)  # (B, vector_dim)
+        return F.normalize(self.projection(pooled).float(), dim=-1)  # (B, self.vector_dim)
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor, labels: Tensor | None = None, embed: bool = True

@@ -60,6 +60,7 @@ class TrainConfig:
     temperature: float = 0.1
     pooling: str = "cls"
     init_from: str = ""  # pretrained encoder folder to warm-start from (its tokenizer is used)
+    head: str = "auto"  # "mlp", "none", or "auto": none when warm-starting, else mlp (models.gur_t5)
     vocab_size: int = 8000  # WordPiece trained on the shards when not warm-starting
     tokenizer_sample: int = 200_000
     dropout: float = 0.1
@@ -93,6 +94,11 @@ class TrainConfig:
     prompts: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPTS))
     stop_at_step: int = 0  # tests: leave the loop after this step with no final checkpoint (as if killed)
     export: bool = True
+
+    def model_head(self) -> str:
+        if self.head not in ("auto", "mlp", "none"):
+            raise ValueError(f"head must be auto, mlp or none, got {self.head!r}")
+        return ("none" if self.init_from else "mlp") if self.head == "auto" else self.head
 
     def data_config(self) -> DataConfig:
         return DataConfig(
@@ -285,6 +291,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         cls_id=tok.cls_id,
         pooling=cfg.pooling,
         init_from=cfg.init_from,
+        head=cfg.model_head(),
         dropout=cfg.dropout,
     )
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
@@ -372,6 +379,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                     for row in infill_samples(model, tok, cfg.prompts, device):
                         f.write(json.dumps({"step": step, **row}, ensure_ascii=False) + "\n")
 
+    if master and eval_batches and step == 0:  # where it starts: chance from scratch, the init's skill when warm
+        row = {"step": 0, **evaluate(model, eval_batches, device, cfg)}
+        metrics.append(row)
+        print(f"step 0 heldout_acc {row['heldout_acc']:.4g} heldout_cl {row['heldout_cl']:.4g}", flush=True)
     model.train()
     t0, tokens, last_saved = time.time(), 0, step
     while step < cfg.max_steps and not stop["flag"]:

@@ -28,7 +28,7 @@ from storage.stage_output import build_manifest, ref_dir, ref_manifest, stage_re
 from tasks.progress import current_logger
 from tasks.stage_cache import stage_cache_policy
 
-TRAIN_CODE_VERSION = "gur_train_v1"
+TRAIN_CODE_VERSION = "gur_train_v2"  # v2: warm starts train without the MLP head; step-0 evaluation
 REPO = Path(__file__).resolve().parents[1]
 RUNTIME_KEYS = ("out_dir", "shards", "threads", "stop_at_step")  # do not change what is learned
 

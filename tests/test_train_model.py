@@ -81,19 +81,20 @@ def test_pooling_modes():
     assert torch.allclose(pool(hidden, mask, "mean")[0], hidden[0, :3].mean(0))
 
 
-@pytest.mark.parametrize("pooling", ["cls", "eos"])
-def test_export_loads_in_sentence_transformers_and_automodel_with_identical_embeddings(tok, tmp_path, pooling):
+@pytest.mark.parametrize(("pooling", "head"), [("cls", "mlp"), ("eos", "mlp"), ("mean", "none")])
+def test_export_loads_in_sentence_transformers_and_automodel_with_identical_embeddings(tok, tmp_path, pooling, head):
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModelForSeq2SeqLM
 
-    model = tiny(tok, pooling=pooling).eval()
+    model = tiny(tok, pooling=pooling, head=head).eval()
     path = export_model(model, tok, tmp_path / "export")
     texts = [p[1] for p in PAIRS] + ["an unseen sentence about snow"]
     st = SentenceTransformer(str(path), device="cpu")
     got = st.encode(texts, convert_to_tensor=True)
     enc = tok.hf(texts, padding=True, return_tensors="pt")
     want = model.embed(enc["input_ids"], enc["attention_mask"])
-    assert got.shape == (len(texts), 32)
+    assert got.shape == (len(texts), 32 if head == "mlp" else 64)  # no head: the d_model-wide pooled state
+    assert (path / "2_Dense").exists() == (head == "mlp")
     assert torch.allclose(got, want, atol=1e-5)
     assert torch.allclose(automodel_embed(path, texts), want, atol=1e-5)
     gen = AutoModelForSeq2SeqLM.from_pretrained(str(path)).eval()
