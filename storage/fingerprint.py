@@ -43,14 +43,9 @@ def file_signature(path: str | os.PathLike) -> list[list[Any]]:
     Cheap enough for multi-GB dumps (no content read), like `make`; a touched or edited
     input gives a new signature and so a new ingest fingerprint.
     """
-    base = Path(path)
-    if not base.exists():
-        raise FileNotFoundError(f"input not found: {base}")
-    files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
     out = []
-    for f in files:
+    for rel, f in _files(path):
         st = f.stat()
-        rel = f.name if f == base else str(f.relative_to(base))
         out.append([rel, st.st_size, st.st_mtime_ns])
     return out
 
@@ -63,15 +58,20 @@ def content_signature(path: str | os.PathLike) -> list[list[Any]]:
     """
     import xxhash
 
-    base = Path(path)
-    if not base.exists():
-        raise FileNotFoundError(f"input not found: {base}")
-    files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
     out = []
-    for f in files:
+    for rel, f in _files(path):
         digest = xxhash.xxh3_128()
         with open(f, "rb") as stream:
             while chunk := stream.read(1 << 22):
                 digest.update(chunk)
-        out.append([f.name if f == base else str(f.relative_to(base)), f.stat().st_size, digest.hexdigest()])
+        out.append([rel, f.stat().st_size, digest.hexdigest()])
     return out
+
+
+def _files(path: str | os.PathLike) -> list[tuple[str, Path]]:
+    """(relative name, path) of a file, or of every file under a folder, sorted."""
+    base = Path(path)
+    if not base.exists():
+        raise FileNotFoundError(f"input not found: {base}")
+    files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+    return [(f.name if f == base else str(f.relative_to(base)), f) for f in files]

@@ -14,30 +14,27 @@ _EMPTY = np.uint64(0)  # key 0 is tracked by a flag instead
 
 
 @njit(cache=True)
-def _insert(table: np.ndarray, key: np.uint64) -> bool:
+def _slot(table: np.ndarray, key: np.uint64) -> int:
+    """Where `key` is, or the empty slot where it would go (linear probing)."""
     mask = len(table) - 1
     i = key & mask
-    while True:
-        slot = table[i]
-        if slot == 0:
-            table[i] = key
-            return True
-        if slot == key:
-            return False
+    while table[i] != 0 and table[i] != key:
         i = (i + 1) & mask
+    return i
+
+
+@njit(cache=True)
+def _insert(table: np.ndarray, key: np.uint64) -> bool:
+    i = _slot(table, key)
+    if table[i] == key:
+        return False
+    table[i] = key
+    return True
 
 
 @njit(cache=True)
 def _contains(table: np.ndarray, key: np.uint64) -> bool:
-    mask = len(table) - 1
-    i = key & mask
-    while True:
-        slot = table[i]
-        if slot == key:
-            return True
-        if slot == 0:
-            return False
-        i = (i + 1) & mask
+    return table[_slot(table, key)] == key
 
 
 @njit(cache=True)
