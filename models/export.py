@@ -48,8 +48,10 @@ def export_model(model: GurModel, tok: GurTokenizer, out: str | Path, max_seq_le
     tok.save(tmp)
     d = hidden_size(seq2seq)
     head = model.projection
-    pooling = Pooling(d, pooling_mode=ST_POOLING[model.config.pooling])
-    modules = [Transformer(str(tmp), max_seq_length=max_seq_length), pooling]
+    modules = [
+        Transformer(str(tmp), max_seq_length=max_seq_length),
+        Pooling(d, pooling_mode=ST_POOLING[model.config.pooling]),
+    ]
     if model.config.head == "mlp":
         modules += [
             Dense(

@@ -432,7 +432,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             t0, tokens = time.time(), 0
         if cfg.stop_at_step and step == cfg.stop_at_step:
             return {"stopped_at": step}
-        if ddp:  # every rank stops after the same step, or the others would wait in a collective forever
+        if ddp and step % cfg.log_every == 0:
+            # Ranks agree on stopping after the same step (or the others would wait in a collective
+            # forever); only every log_every steps, since `.item()` waits for the GPU.
             flag = torch.tensor(float(stop["flag"]), device=device)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
             stop["flag"] = bool(flag.item())

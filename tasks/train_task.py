@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -90,15 +91,14 @@ def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dic
     }
     cmd = launch_command(config_path, nproc)
     logger.info("train: %s", " ".join(cmd))
-    tail: list[str] = []
+    tail: deque[str] = deque(maxlen=40)
 
     def follow(stream) -> None:
-        nonlocal tail
         for line in stream:
             line = line.rstrip()
             if line.startswith(("step ", "resumed", "held-out", "resuming", "stopped")):
                 logger.info("train: %s", line)
-            tail = (tail + [line])[-40:]
+            tail.append(line)
 
     with subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         try:
