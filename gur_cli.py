@@ -51,7 +51,14 @@ def cmd_build_pairs(args: argparse.Namespace) -> int:
 
     from flows.build_pairs import build_pairs
     from storage.layout import data_root
+    from tasks.shuffle_pairs import ShuffleConfig
 
+    # Checked here too: a bad codec or limit is one line, before Prefect starts a server.
+    ShuffleConfig(
+        memory_limit=args.memory_limit,
+        shard_compression=args.shard_compression,
+        spill_compression=args.spill_compression,
+    )
     result = build_pairs(
         input_path=args.input,
         format=args.format,
@@ -67,6 +74,10 @@ def cmd_build_pairs(args: argparse.Namespace) -> int:
         pair_options=json.loads(args.pair_options) if args.pair_options else None,
         seed=args.seed,
         holdout_percent=args.holdout_percent,
+        rows_per_shard=args.rows_per_shard,
+        memory_limit=args.memory_limit,
+        shard_compression=args.shard_compression,
+        spill_compression=args.spill_compression,
         root=args.root,
     )
     report(data_root(args.root), result)
@@ -279,6 +290,24 @@ def build_parser() -> argparse.ArgumentParser:
             type=int,
             default=None,
             help="documents kept out of the pairs for evaluation (default: 20 for the demo, else 0)",
+        )
+        p.add_argument("--rows-per-shard", type=int, default=100_000, help="rows per training shard (default: 100000)")
+        p.add_argument(
+            "--memory-limit",
+            default="1GB",
+            help="memory of the dedup + shuffle stage, e.g. 512MB, 4GiB; larger input spills to disk (default: 1GB)",
+        )
+        p.add_argument(
+            "--shard-compression",
+            default="snappy",
+            help="Parquet codec of the training shards: snappy, zstd (~30%% smaller, slower), lz4, none "
+            "(default: snappy)",
+        )
+        p.add_argument(
+            "--spill-compression",
+            default="none",
+            help="codec of the shuffle's temporary files (~4x the pairs' size on disk): none, lz4 (half the disk, "
+            "~30%% slower), zstd (default: none)",
         )
 
     demo = sub.add_parser("demo", help="run build-pairs on the bundled Wikipedia sample and show a query")

@@ -1,6 +1,6 @@
 """Dedup + global shuffle: our stage against `sort -u | shuf` on the same rows.
 
-    .venv/bin/python benchmarks/shuffle.py --sizes-gb 1 5      # the issue's sizes (needs ~40 GB of disk)
+    .venv/bin/python benchmarks/shuffle.py --sizes-gb 1 5      # the issue's sizes (needs ~50 GB of free disk)
     .venv/bin/python benchmarks/shuffle.py --sizes-gb 0.25     # a quick look
 
 For each size it generates a pairs table (Parquet shards with the pair stage's columns, about
@@ -34,6 +34,8 @@ import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from storage.shards import ROW_GROUP_SIZE  # noqa: E402
 
 WORDS = np.array(
     "the of and to in is that for it as was with be by on not this are or from at which have an they were "
@@ -111,7 +113,7 @@ def generate(folder: Path, target_bytes: int, rows_per_shard: int = 1_000_000, s
             }
         )
         path = folder / f"part-{index:05d}.parquet"
-        pq.write_table(table, path, compression="zstd")
+        pq.write_table(table, path, compression="zstd", row_group_size=ROW_GROUP_SIZE)  # as the pair stage writes
         written += path.stat().st_size
         rows += n
         index += 1
@@ -177,16 +179,24 @@ def measured(cmd: list[str], **kwargs) -> tuple[float, float, float, subprocess.
 def run_ours(inputs: Path, out: Path, memory: str) -> tuple[float, float, float, dict]:
     shutil.rmtree(out, ignore_errors=True)
     seconds, tree_mb, max_mb, res = measured([sys.executable, "-c", RUN_OURS, str(inputs), str(out), memory], cwd=REPO)
+    # The output and its `_work/` take ~6x the input: free the disk before the baseline's turn.
+    shutil.rmtree(out, ignore_errors=True)
     return seconds, tree_mb, max_mb, json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def run_baseline(tsv: Path, out: Path, memory: str, shuf: bool = True) -> tuple[float, float, float]:
-    """`sort -u | shuf` with the same memory for sort's buffer and all cores (`shuf=False`: sort only)."""
+def run_baseline(tsv: Path, out: Path, memory: str, shuf: bool = True) -> tuple[float, float, float, int]:
+    """`sort -u | shuf` with the same memory for sort's buffer and all cores (`shuf=False`: sort only).
+
+    Returns (seconds, peak tree MB, largest process MB, output lines). `pipefail`: a sort that
+    dies (say, its temporary files fill the disk) fails the run instead of feeding shuf a
+    truncated stream that it shuffles quickly.
+    """
     sort = f"sort -u -S {memory} --parallel={os.cpu_count()} -T {tsv.parent} {tsv}"
-    cmd = f"{sort} | shuf -o {out}" if shuf else f"{sort} -o {out}"
+    cmd = f"set -o pipefail; {sort} | shuf -o {out}" if shuf else f"{sort} -o {out}"
     seconds, tree_mb, max_mb, _ = measured(["bash", "-c", cmd], env={**os.environ, "LC_ALL": "C"})
+    lines = int(subprocess.run(["wc", "-l", str(out)], capture_output=True, text=True, check=True).stdout.split()[0])
     out.unlink()
-    return seconds, tree_mb, max_mb
+    return seconds, tree_mb, max_mb, lines
 
 
 def main() -> None:
@@ -246,6 +256,7 @@ def main() -> None:
                     "baseline_s": round(base_s, 1),
                     "baseline_runs_s": [round(r[0], 1) for r in base],
                     "baseline_rows_per_s": round(rows / base_s),
+                    "baseline_rows_out": base[-1][3],  # distinct lines: exact bytes, no normalization
                     "baseline_peak_tree_MB": round(max(r[1] for r in base)),
                     "baseline_peak_process_MB": round(max(r[2] for r in base)),
                     "speedup": round(base_s / ours_s, 2),

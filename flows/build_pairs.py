@@ -39,6 +39,8 @@ def build_pairs(
     seed: int = 0,
     rows_per_shard: int = 100_000,
     memory_limit: str = "1GB",
+    shard_compression: str = "snappy",
+    spill_compression: str = "none",
     workers: int = 0,
     holdout_percent: int | None = None,
     root: str | None = None,
@@ -51,6 +53,10 @@ def build_pairs(
     `seed` drives partner order and the shuffle. Documents over `max_doc_bytes` are rejected.
     `holdout_percent` keeps that share of documents (by title hash) out of the pairs because the
     demo retrieval evaluation uses them; `None`: 20 for the bundled sample, 0 for your corpus.
+    `shard_compression`: Parquet codec of the training shards (`snappy`, or `zstd` for ~30%
+    smaller files at ~1.4x the encoding time). `spill_compression`: codec of the shuffle's
+    intermediate files, which need about 4x the pairs' Parquet size of disk until the stage
+    ends (`lz4` halves that for ~30% more time).
     """
     base = data_root(root)
     if holdout_percent is None:
@@ -59,6 +65,14 @@ def build_pairs(
         format=format, text_field=text_field, title_field=title_field, id_field=id_field, max_doc_bytes=max_doc_bytes
     )
     pair_config = pair_config_from(pair_rule, pair_repeat, seed, holdout_percent, pair_options)
+    # Built before any stage runs, so a misspelt codec or memory limit fails in a second, not after pairing.
+    shuffle_config = ShuffleConfig(
+        seed=seed,
+        rows_per_shard=rows_per_shard,
+        memory_limit=memory_limit,
+        shard_compression=shard_compression,
+        spill_compression=spill_compression,
+    )
     source = str(Path(input_path).resolve()) if input_path else str(default_corpus())
     documents = run_stage(ingest, base, input_path=source, config=IngestConfig(reader, source_name, docs_per_shard))
     sentences = run_stage(split, base, documents=documents, config=SplitConfig(max_sentence_chars), workers=workers)
@@ -73,7 +87,7 @@ def build_pairs(
         shuffle,
         base,
         pairs=pairs,
-        config=ShuffleConfig(seed=seed, rows_per_shard=rows_per_shard, memory_limit=memory_limit),
+        config=shuffle_config,
     )
     update_catalog(str(base), [documents, sentences, pairs, shards])
     return {"documents": documents, "sentences": sentences, "pairs": pairs, "shards": shards}

@@ -26,6 +26,8 @@ def write_shard(
     table_name: str = "",
     row_group_size: int = ROW_GROUP_SIZE,
     dictionary: bool | list[str] = True,
+    compression: str = "zstd",
+    statistics: bool | list[str] = True,
 ) -> Path:
     """Write `table` as shard `index` atomically, then its done marker; returns the final path.
 
@@ -39,8 +41,15 @@ def write_shard(
     # No timestamps or writer-specific metadata: the same table gives the same bytes.
     if isinstance(dictionary, list):  # dictionary-encoding unique text only costs time
         dictionary = [c for c in dictionary if c in table.column_names]
+    if isinstance(statistics, list):
+        statistics = [c for c in statistics if c in table.column_names]
     pq.write_table(
-        table, tmp, row_group_size=row_group_size, compression="zstd", write_statistics=True, use_dictionary=dictionary
+        table,
+        tmp,
+        row_group_size=row_group_size,
+        compression=compression,
+        write_statistics=statistics,
+        use_dictionary=dictionary,
     )
     final = final_dir / shard_name(index)
     os.replace(tmp, final)

@@ -8,7 +8,8 @@ Three phases that hand off through files, so each can run anywhere and resume:
    contiguous range of keys. Duplicates within a slice of the input are collapsed here
    already (a combiner: the row that would win, plus how many rows it stands for), so a pair
    repeated on millions of pages cannot swell one partition past the memory limit. Each input
-   shard becomes one Arrow IPC file (LZ4) holding, per slice, one record batch per partition.
+   shard becomes one Arrow IPC file (uncompressed: phase 2 memory-maps it) holding, per slice,
+   one record batch per partition. Input shards are partitioned side by side on all cores.
 2. sort: each partition is loaded whole (P is chosen so that one fits well inside the memory
    limit), ordered by `shuffle_key` with numpy, and of each run of equal keys the first row
    by (doc_id, a_sent_id, b_sent_id, input position) is kept. The kept rows are written per
@@ -43,14 +44,18 @@ import pyarrow.parquet as pq
 
 from storage.shards import shard_done, sweep_temporaries, write_shard
 
-SHUFFLE_CODE_VERSION = "shuffle_v1"
+SHUFFLE_CODE_VERSION = "shuffle_v2"
 BUCKETS = ("short", "long")
 WORK_DIR = "_work"
-LOW_CARDINALITY = ["doc_id", "kind", "bucket", "rule"]  # the only columns worth dictionary-encoding
-# Intermediates are read once and deleted: Arrow IPC with LZ4 is cheap on both sides
-# (measured: read back several times faster than snappy Parquet, half the bytes of plain IPC).
-INTERMEDIATE = pa.ipc.IpcWriteOptions(compression="lz4")
-INPUT_SLICE_ROWS = 1 << 18  # phase 1 reads an input shard this many rows at a time
+# Shards are written without dictionaries (hashing every value cost more than plain + snappy,
+# which compresses repeated values anyway) and without min/max of the text columns (prunes no
+# query, costs 10% of the encoding time).
+NO_STATISTICS = ("a", "b", "lcs")
+SHARD_CODECS = ("snappy", "zstd", "lz4", "gzip", "brotli", "none")
+SPILL_CODECS = ("none", "lz4", "zstd")
+PARTITION_SHARE = 16  # a partition takes at most 1/16 of the memory limit (see choose_partitions)
+MIN_MEMORY_LIMIT = 16 * 10**6
+INPUT_SLICE_ROWS = 1 << 17  # phase 1 reads an input shard this many rows at a time
 INTERMEDIATE_BATCH_ROWS = 1 << 16
 # Combiner counts carried by intermediate rows: input rows a row stands for, and how many of
 # those come from its own document (for the manifest's same-/across-document counts).
@@ -66,10 +71,33 @@ class ShuffleConfig:
     memory_limit: str = "1GB"  # one partition, loaded whole, stays well inside this
     threads: int = 0  # threads for gathering and writing (0: all cores)
     batch_size: int = 256  # for the false-negative measurement (pairs of one document in one batch)
+    # Shards are read whole, once per epoch: snappy encodes 1.4x and decodes faster than zstd
+    # for files about 1.5x larger ("zstd" when disk matters more).
+    shard_compression: str = "snappy"
+    # Intermediate files under `_work/`, written and read once: uncompressed IPC is memory-mapped
+    # (no copy on read) and costs no CPU; "lz4" about halves their disk space for ~30% more time.
+    spill_compression: str = "none"
 
-    def output_fields(self) -> dict[str, int]:
-        """What the output bytes depend on: partitions, memory and threads only change how it is computed."""
-        return {k: getattr(self, k) for k in ("seed", "rows_per_shard", "row_group_rows", "batch_size")}
+    def __post_init__(self) -> None:
+        if self.shard_compression not in SHARD_CODECS:
+            codecs = ", ".join(SHARD_CODECS)
+            raise ValueError(f"shard_compression must be one of {codecs}, got {self.shard_compression!r}")
+        if self.spill_compression not in SPILL_CODECS:
+            raise ValueError(
+                f"spill_compression must be one of {', '.join(SPILL_CODECS)}, got {self.spill_compression!r}"
+            )
+        parse_bytes(self.memory_limit)
+
+    def output_fields(self) -> dict[str, int | str]:
+        """What the output bytes depend on (partitions, memory, threads and spill format only change
+        how they are computed)."""
+        return {
+            k: getattr(self, k)
+            for k in ("seed", "rows_per_shard", "row_group_rows", "batch_size", "shard_compression")
+        }
+
+    def spill_options(self) -> pa.ipc.IpcWriteOptions:
+        return pa.ipc.IpcWriteOptions(compression=None if self.spill_compression == "none" else self.spill_compression)
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -107,15 +135,16 @@ def shuffle_keys(pair_ids: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
 
 
 def choose_partitions(input_bytes: int, memory_limit: str) -> int:
-    """A power of two such that one partition (uncompressed) takes at most an eighth of the limit.
+    """A power of two such that one partition (uncompressed) takes at most 1/16 of the limit.
 
-    The sort holds a partition, one column of it twice while it is loaded, the gathered batches
-    and the shards being encoded; the interpreter, the libraries and memory the allocator keeps
-    take about a third of 1 GiB. An eighth keeps the whole process under the limit (measured:
-    peak 1.0-1.1 GiB with a quarter at 1 GiB and 1 GB of Parquet).
+    Two partitions are in memory at once (the next one loads while this one is written), with
+    the gathered batches, the shards being encoded, the input slices of phase 1 (two at once)
+    and memory the allocator keeps; the interpreter and libraries take ~80 MB. At 1/16 the
+    process stays under the limit (measured at 1 GiB: peak 0.87-0.94 GB at 1 and 5 GB of Parquet;
+    1.25 GB at 1/8 with the prefetch).
     """
     limit = parse_bytes(memory_limit)
-    need = max(1, -(-input_bytes * 8 // max(limit, 1)))
+    need = max(1, -(-input_bytes * PARTITION_SHARE // max(limit, 1)))
     return 1 << (need - 1).bit_length()
 
 
@@ -129,12 +158,17 @@ def uncompressed_bytes(paths: list[Path]) -> int:
 
 
 def parse_bytes(text: str) -> int:
+    """`memory_limit` in bytes: "1GB", "512MiB", "2e9"; at least MIN_MEMORY_LIMIT."""
     units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
-    number = text.strip().upper().rstrip()
-    for suffix in sorted(units, key=len, reverse=True):
-        if suffix and number.endswith(suffix):
-            return int(float(number[: -len(suffix)]) * units[suffix])
-    return int(float(number))
+    number = text.strip().upper()
+    try:
+        suffix = next(u for u in sorted(units, key=len, reverse=True) if number.endswith(u))
+        value = int(float(number[: len(number) - len(suffix)]) * units[suffix])
+    except (ValueError, OverflowError):  # OverflowError: "inf"
+        raise ValueError(f"memory_limit must look like 1GB, 512MiB or a byte count, got {text!r}") from None
+    if value < MIN_MEMORY_LIMIT:  # below this the partitions (and their files) run into the millions
+        raise ValueError(f"memory_limit must be at least 16MB, got {text!r}")
+    return value
 
 
 def partition_bits(partitions: int) -> int:
@@ -147,9 +181,21 @@ def _threads(config: ShuffleConfig) -> int:
     return config.threads or os.cpu_count() or 1
 
 
+def _in_flight(config: ShuffleConfig) -> int:
+    """Input shards partitioned, or output shards encoded, at once: each holds ~100 MB (a slice
+    or a shard and its copies), so two per GiB of the memory limit, at most one per thread."""
+    return max(1, min(_threads(config), round(2 * parse_bytes(config.memory_limit) / 2**30)))
+
+
 def _release_memory() -> None:
     """Give memory the Arrow allocator keeps back to the OS (measured: -120 MB of peak at 1 GB)."""
     pa.default_memory_pool().release_unused()
+
+
+def partitioned_dir(work: Path, partitions: int) -> Path:
+    """Phase 1's files for P partitions: a rerun with another P (another memory limit) starts
+    afresh instead of reading files cut for a different key range."""
+    return work / f"partitioned-p{partitions}"
 
 
 def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig, partitions: int) -> int:
@@ -158,7 +204,7 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
     The output is one IPC file whose record batches come in groups of P (one group per input
     slice, batch p of a group holds partition p), so phase 2 reads only its own batches.
     """
-    folder = work / "partitioned"
+    folder = partitioned_dir(work, partitions)
     if shard_done(folder, index):
         return 0
     folder.mkdir(parents=True, exist_ok=True)
@@ -168,22 +214,22 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
     schema = schema.append(pa.field(ROWS, pa.int64())).append(pa.field(SAME_DOC, pa.int64()))
     tmp = folder / f".chunk-{index:05d}.tmp"
     rows = 0
-    with pa.ipc.new_file(tmp, schema, options=INTERMEDIATE) as writer:
+    with pa.ipc.new_file(tmp, schema, options=config.spill_options()) as writer:
         batches = source.iter_batches(batch_size=INPUT_SLICE_ROWS, use_threads=True)
         for batch in batches:
             keys = shuffle_keys(batch.column("pair_id"), config.seed)
             table = pa.Table.from_batches([batch]).replace_schema_metadata(None)
             # Key order groups the partitions (top bits of the key) and puts duplicates side by side.
             kept, stands_for, same_doc = collapse_duplicates(table, keys)
+            part = keys[kept] >> np.uint64(64 - bits) if bits else np.zeros(len(kept), np.uint64)
+            # Grouped by partition, in input order within each: the gather then reads the slice in
+            # P forward streams (twice as fast as in key order); phase 2 orders by key anyway.
+            order = np.argsort((part << np.uint64(32)) | kept.astype(np.uint64))
+            kept, stands_for, same_doc = kept[order], stands_for[order], same_doc[order]
             table = table.take(kept)  # one gather; the slices below are zero-copy
-            kept_keys = keys[kept]
-            table = table.append_column("shuffle_key", pa.array(kept_keys, pa.uint64()))
+            table = table.append_column("shuffle_key", pa.array(keys[kept], pa.uint64()))
             table = table.append_column(ROWS, pa.array(stands_for)).append_column(SAME_DOC, pa.array(same_doc))
-            counts = np.zeros(partitions, np.int64)
-            if bits:
-                counts = np.bincount((kept_keys >> np.uint64(64 - bits)).astype(np.int64), minlength=partitions)
-            else:
-                counts[0] = len(kept_keys)
+            counts = np.bincount(part.astype(np.int64), minlength=partitions)
             table = table.combine_chunks()
             whole = table.to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], schema)
             starts = np.concatenate([[0], np.cumsum(counts)])
@@ -204,8 +250,8 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
 def read_partition(work: Path, p: int, partitions: int) -> pa.Table | None:
     """All rows of partition p, in input order (input shard, then row)."""
     batches, schema = [], None
-    for path in sorted((work / "partitioned").glob("chunk-*.arrow")):
-        with pa.ipc.open_file(pa.OSFile(str(path))) as reader:
+    for path in sorted(partitioned_dir(work, partitions).glob("chunk-*.arrow")):
+        with pa.ipc.open_file(pa.memory_map(str(path))) as reader:
             schema = reader.schema
             if reader.num_record_batches % partitions:
                 raise ValueError(f"{path} was partitioned for another partition count")
@@ -215,15 +261,9 @@ def read_partition(work: Path, p: int, partitions: int) -> pa.Table | None:
                     batches.append(batch)
     if schema is None:
         return None
-    # One contiguous array per column (a gather over chunks is several times slower), built a
-    # column at a time so that only one column exists twice.
-    chunks = [[b.column(i) for b in batches] for i in range(len(schema))]
-    del batches
-    columns = []
-    for i, field in enumerate(schema):
-        columns.append(pa.concat_arrays(chunks[i]) if chunks[i] else pa.array([], field.type))
-        chunks[i] = []
-    return pa.Table.from_arrays(columns, schema=schema)
+    # One contiguous array per column: a gather over hundreds of chunks is several times slower.
+    # The batches are memory-mapped file pages, so only the copy takes heap memory.
+    return pa.Table.from_batches(batches, schema=schema).combine_chunks()
 
 
 def collapse_duplicates(
@@ -329,7 +369,7 @@ def sort_partition(p: int, work: Path, config: ShuffleConfig, partitions: int) -
         for name, rows in keep.items():
             path = done / f"p-{p:05d}.{name}.arrow"
             tmp = path.with_name(f".{path.name}.tmp")
-            with pa.ipc.new_file(tmp, table.schema, options=INTERMEDIATE) as writer:
+            with pa.ipc.new_file(tmp, table.schema, options=config.spill_options()) as writer:
                 for batch in _gathered(pool, table, rows, threads):
                     writer.write_table(batch)
             os.replace(tmp, path)
@@ -391,7 +431,16 @@ class ShardWriter:
 
     def _write(self, bucket: str, index: int, table: pa.Table) -> None:
         table = table.combine_chunks()
-        write_shard(self.out_dir, index, table, bucket, self.config.row_group_rows, dictionary=LOW_CARDINALITY)
+        write_shard(
+            self.out_dir,
+            index,
+            table,
+            bucket,
+            self.config.row_group_rows,
+            dictionary=False,
+            compression=self.config.shard_compression,
+            statistics=[c for c in table.column_names if c not in NO_STATISTICS],
+        )
 
     def finish(self, schema: pa.Schema | None) -> dict[str, float]:
         for bucket in BUCKETS:
@@ -403,7 +452,7 @@ class ShardWriter:
         for bucket in BUCKETS:
             if self.shards[bucket] == 0 and schema is not None:  # an empty bucket still gets one empty shard
                 if not shard_done(self.out_dir, 0, bucket):
-                    write_shard(self.out_dir, 0, schema.empty_table(), table_name=bucket)
+                    self._write(bucket, 0, schema.empty_table())
                 self.shards[bucket] = 1
         stats = {f"rows_{b}": self.rows[b] for b in BUCKETS} | {f"shards_{b}": self.shards[b] for b in BUCKETS}
         return stats | {"rows_out": sum(self.rows.values())} | self.fn.summary()
@@ -415,13 +464,13 @@ def write_bucket_shards(
     """Phase 3 of the two-phase form: the sorted partitions read back in order, cut into shards."""
     threads = _threads(config)
     with ThreadPoolExecutor(threads) as pool:
-        writer = ShardWriter(out_dir, config, pool, threads)
+        writer = ShardWriter(out_dir, config, pool, _in_flight(config))
         for bucket in BUCKETS:
             for p in range(partitions):
                 path = work / "sorted" / f"p-{p:05d}.{bucket}.arrow"
                 if not path.exists():  # no pair of this bucket fell into this key range
                     continue
-                with pa.ipc.open_file(pa.OSFile(str(path))) as reader:
+                with pa.ipc.open_file(pa.memory_map(str(path))) as reader:
                     for j in range(reader.num_record_batches):
                         writer.add(bucket, reader.get_batch(j))
         return writer.finish(schema)
@@ -481,14 +530,24 @@ def shuffle_all(in_shards: list[Path], out_dir: Path, config: ShuffleConfig) -> 
     sweep_temporaries(out_dir)
     work = out_dir / WORK_DIR
     partitions = partitions_for(in_shards, config)
-    for i, path in enumerate(in_shards):
-        partition_shard(path, i, work, config, partitions)
-    stats: dict[str, float] = {"partitions": partitions}
     threads = _threads(config)
-    with ThreadPoolExecutor(threads) as pool:
-        writer = ShardWriter(out_dir, config, pool, threads)
+    with ThreadPoolExecutor(_in_flight(config)) as pool:  # input shards are partitioned side by side
+        jobs = [pool.submit(partition_shard, path, i, work, config, partitions) for i, path in enumerate(in_shards)]
+        try:
+            for job in jobs:
+                job.result()
+        except BaseException:
+            pool.shutdown(cancel_futures=True)  # report a bad shard now, not after all the others
+            raise
+    stats: dict[str, float] = {"partitions": partitions}
+    with ThreadPoolExecutor(threads) as pool, ThreadPoolExecutor(1) as loader:
+        writer = ShardWriter(out_dir, config, pool, _in_flight(config))
+        # The next partition is loaded and deduplicated while this one is gathered and written.
+        upcoming = loader.submit(dedup_partition, work, 0, partitions)
         for p in range(partitions):
-            table, keep, counts = dedup_partition(work, p, partitions)
+            table, keep, counts = upcoming.result()
+            if p + 1 < partitions:
+                upcoming = loader.submit(dedup_partition, work, p + 1, partitions)
             for key, value in counts.items():
                 stats[key] = stats.get(key, 0) + value
             for name, rows in keep.items():

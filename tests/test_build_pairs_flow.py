@@ -131,11 +131,24 @@ def test_pair_options_reach_the_pair_stage_and_unknown_ones_are_named(tmp_path, 
         build_pairs(input_path=str(corpus), root=str(root), workers=1, pair_options={"min_wieght": 10})
 
 
+def test_shuffle_options_are_checked_before_any_stage_runs(tmp_path, corpus):
+    from flows.build_pairs import build_pairs
+
+    root = tmp_path / "data"
+    with pytest.raises(ValueError, match="shard_compression must be one of snappy, zstd"):
+        build_pairs(input_path=str(corpus), root=str(root), workers=1, shard_compression="zsdt")
+    with pytest.raises(ValueError, match="memory_limit must look like"):
+        build_pairs(input_path=str(corpus), root=str(root), workers=1, memory_limit="lots")
+    assert not list(root.rglob("*.parquet"))  # nothing was ingested
+
+
 def test_gur_errors_are_one_line(tmp_path, capsys):
     assert gur_main(["--root", str(tmp_path / "empty"), "sql", "SELECT 1"]) == 1
     assert "no catalog at" in capsys.readouterr().err
     assert gur_main(["--root", str(tmp_path), "build-pairs", str(tmp_path / "missing.jsonl")]) == 1
     assert "missing.jsonl" in capsys.readouterr().err
+    assert gur_main(["--root", str(tmp_path), "build-pairs", "x.jsonl", "--memory-limit", "1MB"]) == 1
+    assert capsys.readouterr().err.startswith("gur: error: memory_limit must be at least 16MB")
 
 
 def test_two_phase_shuffle_flow_matches_the_single_machine_task(tmp_path, corpus):

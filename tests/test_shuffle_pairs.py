@@ -201,7 +201,8 @@ def test_shuffle_key_is_version_stable_and_seeded():
 
 def test_partition_count_follows_input_size():
     assert choose_partitions(10**6, "1GB") == 1
-    assert choose_partitions(5 * 10**9, "1GB") == 64  # a partition is at most an eighth of the limit
+    assert choose_partitions(5 * 10**9, "1GB") == 128  # a partition is at most 1/16 of the limit
+    assert choose_partitions(5 * 10**9, "2GB") == 64
 
 
 CRASH_RUN = """
@@ -286,7 +287,49 @@ def test_pair_repeated_across_many_documents_is_collapsed_early_with_exact_count
     slices = sum(-(-pq.ParquetFile(p).metadata.num_rows // 64) for p in inputs)
     partitioned = pa.concat_tables(
         pa.ipc.open_file(str(p)).read_all()
-        for p in sorted((tmp_path / "out" / "_work" / "partitioned").glob("*.arrow"))
+        for p in sorted((tmp_path / "out" / "_work" / "partitioned-p4").glob("*.arrow"))
     )
     ids = partitioned.column("pair_id").to_pylist()
     assert len(groups[boiler_id]) > 300 and ids.count(boiler_id) <= slices < len(groups[boiler_id])
+
+
+def test_config_rejects_unknown_codecs_and_limits():
+    with pytest.raises(ValueError, match="shard_compression must be one of"):
+        ShuffleConfig(shard_compression="zip")
+    with pytest.raises(ValueError, match="spill_compression"):
+        ShuffleConfig(spill_compression="snappy")
+    for bad in ("lots", "inf", "nan"):
+        with pytest.raises(ValueError, match="memory_limit must look like"):
+            ShuffleConfig(memory_limit=bad)
+    for tiny in ("0", "-1GB", "1e-9", "1MB"):
+        with pytest.raises(ValueError, match="memory_limit must be at least 16MB"):
+            ShuffleConfig(memory_limit=tiny)
+    assert ShuffleConfig(memory_limit=" 512MiB ").memory_limit == " 512MiB "
+
+
+def test_resume_with_another_partition_count_starts_phase_one_afresh(tmp_path):
+    """Files cut for 4 partitions are not read as if cut for 2 (4 % 2 == 0 would pass a count check)."""
+    table = random_pairs(80, seed=5)
+    table = pa.concat_tables([table, table.slice(0, 40)])
+    inputs = write_input(tmp_path / "in", table, shards=2)
+    fresh = shuffle_all(inputs, tmp_path / "fresh", ShuffleConfig(partitions=2, rows_per_shard=64))
+    for i, path in enumerate(inputs):  # an earlier, interrupted run with a larger memory limit
+        partition_shard(path, i, tmp_path / "resumed" / "_work", ShuffleConfig(partitions=4), 4)
+    resumed = shuffle_all(inputs, tmp_path / "resumed", ShuffleConfig(partitions=2, rows_per_shard=64))
+    assert resumed["rows_out"] == fresh["rows_out"]
+    for bucket in ("short", "long"):
+        assert read_bucket(tmp_path / "resumed", bucket).equals(read_bucket(tmp_path / "fresh", bucket))
+
+
+def test_codecs_change_the_shards_not_the_rows(tmp_path):
+    """Shard and spill codecs only change the encoding: the same rows in the same order."""
+    inputs = write_input(tmp_path / "in", random_pairs(60, seed=3), shards=2)
+    snappy = shuffle_all(inputs, tmp_path / "snappy", ShuffleConfig(rows_per_shard=64, partitions=2))
+    zstd_config = ShuffleConfig(rows_per_shard=64, partitions=2, shard_compression="zstd", spill_compression="lz4")
+    zstd = shuffle_all(inputs, tmp_path / "zstd", zstd_config)
+    assert snappy["rows_out"] == zstd["rows_out"] > 0
+    for bucket in ("short", "long"):
+        assert read_bucket(tmp_path / "snappy", bucket).equals(read_bucket(tmp_path / "zstd", bucket))
+        for out, codec in (("snappy", "SNAPPY"), ("zstd", "ZSTD")):
+            files = sorted((tmp_path / out / bucket).glob("part-*.parquet"))
+            assert {pq.ParquetFile(f).metadata.row_group(0).column(4).compression for f in files} == {codec}
