@@ -19,11 +19,14 @@ from storage.stage_output import ref_dir, stage_ref
 from tasks.shuffle_pairs import (
     WORK_DIR,
     ShuffleConfig,
+    check_disk,
+    disk_needed,
     partition_shard,
     partitions_for,
     shard_schema,
     sort_partition,
     sorted_stats,
+    uncompressed_bytes,
     write_bucket_shards,
 )
 from tasks.shuffle_task import complete_shuffle, shuffle_fingerprint
@@ -39,6 +42,8 @@ def plan_shuffle(pairs: dict[str, str], config: ShuffleConfig, root: str) -> dic
     if not is_complete(out):
         sweep_temporaries(out)
     partitions = partitions_for([base / s for s in shards], config) if shards else 1
+    if not is_complete(out):  # the partitioned and the sorted intermediates coexist here
+        check_disk(out, disk_needed(uncompressed_bytes([base / s for s in shards]), config, intermediate_copies=2))
     return {
         "ref": stage_ref("shuffle", fp),
         "complete": is_complete(out),

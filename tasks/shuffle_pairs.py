@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -55,6 +56,11 @@ SHARD_CODECS = ("snappy", "zstd", "lz4", "gzip", "brotli", "none")
 SPILL_CODECS = ("none", "lz4", "zstd")
 PARTITION_SHARE = 16  # a partition takes at most 1/16 of the memory limit (see choose_partitions)
 MIN_MEMORY_LIMIT = 16 * 10**6
+# Disk written per byte of the pairs' in-memory size (`uncompressed_bytes`), measured on the
+# benchmark's 5 GB table, rounded up: intermediates (uncompressed IPC holds the dictionary-encoded
+# columns as plain strings, plus the key and count columns) and shards.
+SPILL_DISK = {"none": 1.5, "lz4": 0.8, "zstd": 0.8}
+SHARD_DISK = {"none": 1.4, "snappy": 0.55, "lz4": 0.6, "zstd": 0.4, "gzip": 0.4, "brotli": 0.4}
 INPUT_SLICE_ROWS = 1 << 17  # phase 1 reads an input shard this many rows at a time
 INTERMEDIATE_BATCH_ROWS = 1 << 16
 # Combiner counts carried by intermediate rows: input rows a row stands for, and how many of
@@ -146,6 +152,27 @@ def choose_partitions(input_bytes: int, memory_limit: str) -> int:
     limit = parse_bytes(memory_limit)
     need = max(1, -(-input_bytes * PARTITION_SHARE // max(limit, 1)))
     return 1 << (need - 1).bit_length()
+
+
+def disk_needed(input_bytes: int, config: ShuffleConfig, intermediate_copies: int = 1) -> int:
+    """Bytes the stage writes for pairs of `input_bytes` in memory: its intermediates (the mapped
+    form keeps two copies, partitioned and sorted) and the shards, which coexist at the end."""
+    spill = intermediate_copies * SPILL_DISK[config.spill_compression]
+    return int(input_bytes * (spill + SHARD_DISK[config.shard_compression]))
+
+
+def check_disk(out_dir: Path, need: int) -> None:
+    """Fail before any work when the disk under `out_dir` cannot hold `need` more bytes (what a
+    resumed run already wrote counts as written), rather than on ENOSPC mid-way."""
+    written = sum(p.stat().st_size for p in out_dir.rglob("*") if p.is_file()) if out_dir.exists() else 0
+    existing = next(p for p in (out_dir, *out_dir.parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    if need - written > free:
+        raise OSError(
+            f"the shuffle needs about {(need - written) / 1e9:.1f} GB more disk under {existing}, "
+            f"{free / 1e9:.1f} GB are free: free some space, use another data root, or pass "
+            'spill_compression="lz4" (half the temporary files, ~30% slower)'
+        )
 
 
 def uncompressed_bytes(paths: list[Path]) -> int:
@@ -529,6 +556,7 @@ def shuffle_all(in_shards: list[Path], out_dir: Path, config: ShuffleConfig) -> 
     """
     sweep_temporaries(out_dir)
     work = out_dir / WORK_DIR
+    check_disk(out_dir, disk_needed(uncompressed_bytes(in_shards), config))
     partitions = partitions_for(in_shards, config)
     threads = _threads(config)
     with ThreadPoolExecutor(_in_flight(config)) as pool:  # input shards are partitioned side by side

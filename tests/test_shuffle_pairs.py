@@ -17,7 +17,9 @@ from storage.shards import write_shard
 from tasks.shuffle_pairs import (
     ShuffleConfig,
     batches_with_same_document,
+    check_disk,
     choose_partitions,
+    disk_needed,
     pair_id_values,
     partition_shard,
     shard_schema,
@@ -25,6 +27,7 @@ from tasks.shuffle_pairs import (
     shuffle_keys,
     sort_partition,
     sorted_stats,
+    uncompressed_bytes,
     write_bucket_shards,
 )
 from tasks.split_sentences import normalize
@@ -333,3 +336,21 @@ def test_codecs_change_the_shards_not_the_rows(tmp_path):
         for out, codec in (("snappy", "SNAPPY"), ("zstd", "ZSTD")):
             files = sorted((tmp_path / out / bucket).glob("part-*.parquet"))
             assert {pq.ParquetFile(f).metadata.row_group(0).column(4).compression for f in files} == {codec}
+
+
+@pytest.mark.parametrize(("shard_codec", "spill_codec"), [("snappy", "none"), ("zstd", "lz4")])
+def test_disk_estimate_bounds_what_the_stage_writes(tmp_path, shard_codec, spill_codec):
+    """At its end the stage holds its intermediates and its shards: the estimate covers both, closely."""
+    inputs = write_input(tmp_path / "in", random_pairs(2000, seed=1))
+    config = ShuffleConfig(partitions=8, shard_compression=shard_codec, spill_compression=spill_codec)
+    need = disk_needed(uncompressed_bytes(inputs), config)
+    shuffle_all(inputs, tmp_path / "out", config)
+    written = sum(p.stat().st_size for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert written <= need <= 1.5 * written
+
+
+def test_too_little_disk_fails_before_any_work(tmp_path):
+    with pytest.raises(OSError, match=r"needs about 1000000000.0 GB more disk under .*spill_compression=\"lz4\""):
+        check_disk(tmp_path / "stage" / "out", 10**18)
+    assert not (tmp_path / "stage").exists()
+    check_disk(tmp_path / "stage" / "out", 1000)  # a kilobyte fits
