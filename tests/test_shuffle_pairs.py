@@ -354,3 +354,12 @@ def test_too_little_disk_fails_before_any_work(tmp_path):
         check_disk(tmp_path / "stage" / "out", 10**18)
     assert not (tmp_path / "stage").exists()
     check_disk(tmp_path / "stage" / "out", 1000)  # a kilobyte fits
+
+
+def test_the_allocator_is_the_callers_again_after_the_stage(tmp_path):
+    before = pa.default_memory_pool().backend_name
+    inputs = write_input(tmp_path / "in", random_pairs(20, seed=2))
+    with pytest.raises(FileNotFoundError):  # also when the stage fails
+        shuffle_all([tmp_path / "missing.parquet"], tmp_path / "out", ShuffleConfig())
+    assert shuffle_all(inputs, tmp_path / "ok", ShuffleConfig())["rows_out"] > 0
+    assert pa.default_memory_pool().backend_name == before
