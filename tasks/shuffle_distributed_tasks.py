@@ -41,9 +41,10 @@ def plan_shuffle(pairs: dict[str, str], config: ShuffleConfig, root: str) -> dic
     shards = [str(p.relative_to(base)) for p in finished_shards(ref_dir(base, pairs))]
     if not is_complete(out):
         sweep_temporaries(out)
-    partitions = partitions_for([base / s for s in shards], config) if shards else 1
+    input_bytes = uncompressed_bytes([base / s for s in shards])
+    partitions = partitions_for(input_bytes, config) if shards else 1
     if not is_complete(out):  # the partitioned and the sorted intermediates coexist here
-        check_disk(out, disk_needed(uncompressed_bytes([base / s for s in shards]), config, intermediate_copies=2))
+        check_disk(out, disk_needed(input_bytes, config, intermediate_copies=2))
     return {
         "ref": stage_ref("shuffle", fp),
         "complete": is_complete(out),

@@ -580,8 +580,9 @@ def shuffle_all(in_shards: list[Path], out_dir: Path, config: ShuffleConfig) -> 
 def _shuffle_all(in_shards: list[Path], out_dir: Path, config: ShuffleConfig) -> dict[str, float]:
     sweep_temporaries(out_dir)
     work = out_dir / WORK_DIR
-    check_disk(out_dir, disk_needed(uncompressed_bytes(in_shards), config))
-    partitions = partitions_for(in_shards, config)
+    input_bytes = uncompressed_bytes(in_shards)
+    check_disk(out_dir, disk_needed(input_bytes, config))
+    partitions = partitions_for(input_bytes, config)
     threads = _threads(config)
     with ThreadPoolExecutor(_in_flight(config)) as pool:  # input shards are partitioned side by side
         jobs = [pool.submit(partition_shard, path, i, work, config, partitions) for i, path in enumerate(in_shards)]
@@ -619,5 +620,6 @@ def shard_schema(in_shards: list[Path]) -> pa.Schema | None:
     return schema.append(pa.field("shuffle_key", pa.uint64()))
 
 
-def partitions_for(in_shards: list[Path], config: ShuffleConfig) -> int:
-    return config.partitions or choose_partitions(uncompressed_bytes(in_shards), config.memory_limit)
+def partitions_for(input_bytes: int, config: ShuffleConfig) -> int:
+    """The configured partition count, else one chosen for pairs of `input_bytes` in memory."""
+    return config.partitions or choose_partitions(input_bytes, config.memory_limit)
