@@ -9,7 +9,8 @@ Three phases that hand off through files, so each can run anywhere and resume:
    already (a combiner: the row that would win, plus how many rows it stands for), so a pair
    repeated on millions of pages cannot swell one partition past the memory limit. Each input
    shard becomes one Arrow IPC file (uncompressed: phase 2 memory-maps it) holding, per slice,
-   one record batch per partition. Input shards are partitioned side by side on all cores.
+   one record batch per partition. Input shards are partitioned side by side, two per GiB of
+   the memory limit.
 2. sort: each partition is loaded whole (P is chosen so that one fits well inside the memory
    limit), ordered by `shuffle_key` with numpy, and of each run of equal keys the first row
    by (doc_id, a_sent_id, b_sent_id, input position) is kept. The kept rows are written per
@@ -86,13 +87,9 @@ class ShuffleConfig:
     spill_compression: str = "none"
 
     def __post_init__(self) -> None:
-        if self.shard_compression not in SHARD_CODECS:
-            codecs = ", ".join(SHARD_CODECS)
-            raise ValueError(f"shard_compression must be one of {codecs}, got {self.shard_compression!r}")
-        if self.spill_compression not in SPILL_CODECS:
-            raise ValueError(
-                f"spill_compression must be one of {', '.join(SPILL_CODECS)}, got {self.spill_compression!r}"
-            )
+        for name, codecs in (("shard_compression", SHARD_CODECS), ("spill_compression", SPILL_CODECS)):
+            if getattr(self, name) not in codecs:
+                raise ValueError(f"{name} must be one of {', '.join(codecs)}, got {getattr(self, name)!r}")
         parse_bytes(self.memory_limit)
 
     def output_fields(self) -> dict[str, int | str]:
@@ -145,10 +142,10 @@ def choose_partitions(input_bytes: int, memory_limit: str) -> int:
     """A power of two such that one partition (uncompressed) takes at most 1/16 of the limit.
 
     Two partitions are in memory at once (the next one loads while this one is written), with
-    the gathered batches, the shards being encoded, the input slices of phase 1 (two at once)
-    and memory the allocator keeps; the interpreter and libraries take ~80 MB. At 1/16 the
-    process stays under the limit (measured at 1 GiB: peak 0.87-0.94 GB at 1 and 5 GB of Parquet;
-    1.25 GB at 1/8 with the prefetch).
+    the gathered batches, the shards being encoded, the input slices of phase 1 (two per GiB,
+    see `_in_flight`) and memory the allocator keeps; the interpreter and libraries take ~80 MB.
+    At 1/16 the process stays under the limit (measured at 1 GiB: peak 0.82-0.90 GB at 1 and
+    5 GB of Parquet; 1.25 GB at 1/8 with the prefetch).
     """
     limit = parse_bytes(memory_limit)
     need = max(1, -(-input_bytes * PARTITION_SHARE // max(limit, 1)))
