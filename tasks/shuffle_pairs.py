@@ -9,8 +9,10 @@ Three phases that hand off through files, so each can run anywhere and resume:
    already (a combiner: the row that would win, plus how many rows it stands for), so a pair
    repeated on millions of pages cannot swell one partition past the memory limit. Each input
    shard becomes one Arrow IPC file (uncompressed: phase 2 memory-maps it) holding, per slice,
-   one record batch per partition. Input shards are partitioned side by side, two per GiB of
-   the memory limit.
+   one record batch per partition and bucket. `pair_id` and `bucket` are not written: the
+   batch a row sits in gives its bucket, and `pair_id` is recomputed from `shuffle_key` (a
+   bijection) when the shard is written, which makes the files 14% smaller. Input shards are
+   partitioned side by side, two per GiB of the memory limit.
 2. sort: each partition is loaded whole (P is chosen so that one fits well inside the memory
    limit), ordered by `shuffle_key` with numpy, and of each run of equal keys the first row
    by (doc_id, a_sent_id, b_sent_id, input position) is kept. The kept rows are written per
@@ -50,6 +52,11 @@ from storage.shards import shard_done, sweep_temporaries, write_shard
 SHUFFLE_CODE_VERSION = "shuffle_v2"
 BUCKETS = ("short", "long")
 WORK_DIR = "_work"
+# Layout of the files under `_work/` (not of the shards): in their folder names, so that a run
+# resumed by a newer version starts phase 1 afresh instead of misreading older files.
+INTERMEDIATE_FORMAT = "f2"
+# Columns the intermediates leave out and the shard writer restores (see the module docstring).
+DERIVED = ("pair_id", "bucket")
 # Shards are written without dictionaries (hashing every value cost more than plain + snappy,
 # which compresses repeated values anyway) and without min/max of the text columns (prunes no
 # query, costs 10% of the encoding time).
@@ -59,9 +66,9 @@ SPILL_CODECS = ("none", "lz4", "zstd")
 PARTITION_SHARE = 16  # a partition takes at most 1/16 of the memory limit (see choose_partitions)
 MIN_MEMORY_LIMIT = 16 * 10**6
 # Disk written per byte of the pairs' in-memory size (`uncompressed_bytes`), measured on the
-# benchmark's 5 GB table, rounded up: intermediates (uncompressed IPC holds the dictionary-encoded
-# columns as plain strings, plus the key and count columns) and shards.
-SPILL_DISK = {"none": 1.5, "lz4": 0.8, "zstd": 0.8}
+# benchmark's tables and rounded up: intermediates (1.27, 0.59, 0.37: uncompressed IPC holds the
+# dictionary-encoded columns as plain strings, plus the key and count columns) and shards.
+SPILL_DISK = {"none": 1.3, "lz4": 0.7, "zstd": 0.5}
 SHARD_DISK = {"none": 1.4, "snappy": 0.55, "lz4": 0.6, "zstd": 0.4, "gzip": 0.4, "brotli": 0.4}
 INPUT_SLICE_ROWS = 1 << 17  # phase 1 reads an input shard this many rows at a time
 INTERMEDIATE_BATCH_ROWS = 1 << 16
@@ -104,12 +111,36 @@ class ShuffleConfig:
         return pa.ipc.IpcWriteOptions(compression=None if self.spill_compression == "none" else self.spill_compression)
 
 
+_GOLDEN, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
+
+
 def _splitmix64(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
-        z = x + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = x + np.uint64(_GOLDEN)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX1)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX2)
         return z ^ (z >> np.uint64(31))
+
+
+def _unxorshift(y: np.ndarray, shift: int) -> np.ndarray:
+    """x from y = x ^ (x >> shift): each round fixes `shift` more of the top bits."""
+    x = y
+    for _ in range(-(-64 // shift)):
+        x = y ^ (x >> np.uint64(shift))
+    return x
+
+
+def _unsplitmix64(z: np.ndarray) -> np.ndarray:
+    """The inverse of `_splitmix64` (its multipliers are odd, so invertible modulo 2**64)."""
+    with np.errstate(over="ignore"):
+        z = _unxorshift(z, 31) * np.uint64(pow(_MIX2, -1, 2**64))
+        z = _unxorshift(z, 27) * np.uint64(pow(_MIX1, -1, 2**64))
+        return _unxorshift(z, 30) - np.uint64(_GOLDEN)
+
+
+def _salt(seed: int) -> np.uint64:
+    return _splitmix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))[0]
 
 
 def pair_id_values(pair_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -120,22 +151,64 @@ def pair_id_values(pair_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
     if arr.null_count or not pc.all(pc.equal(pc.binary_length(arr), 16)).as_py():
-        raise ValueError("pair_id must be 16 hexadecimal characters (as the pair stage writes them)")
+        raise ValueError("pair_id must be 16 lowercase hexadecimal characters (as the pair stage writes them)")
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
     data = memoryview(arr.buffers()[2])[offsets[0] : offsets[0] + 16 * n]
+    # Lowercase only: the shard writer rebuilds `pair_id` from the key in lowercase.
+    upper = np.frombuffer(data, np.uint8)
     try:
-        raw = bytes.fromhex(bytes(data).decode("ascii"))
+        raw = b"" if ((upper >= ord("A")) & (upper <= ord("F"))).any() else bytes.fromhex(bytes(data).decode("ascii"))
     except (UnicodeDecodeError, ValueError):
         raw = b""
     if len(raw) != 8 * n:  # fromhex skips whitespace: a short result means a bad character
-        raise ValueError("pair_id must be hexadecimal")
+        raise ValueError("pair_id must be lowercase hexadecimal")
     return np.frombuffer(raw, dtype=">u8").astype(np.uint64)
+
+
+def pair_ids_from_keys(keys: np.ndarray, seed: int) -> pa.StringArray:
+    """The `pair_id`s (16 lowercase hex characters) whose `shuffle_keys` under `seed` are `keys`."""
+    values = _unsplitmix64(np.asarray(keys, np.uint64)) ^ _salt(seed)
+    raw = values.astype(">u8").view(np.uint8)
+    nibbles = np.empty(2 * raw.size, np.uint8)
+    nibbles[0::2], nibbles[1::2] = raw >> 4, raw & 15
+    offsets = pa.py_buffer(np.arange(0, 16 * len(values) + 1, 16, dtype=np.int32))
+    return pa.StringArray.from_buffers(len(values), offsets, pa.py_buffer(_HEX_DIGITS[nibbles].tobytes()))
 
 
 def shuffle_keys(pair_ids: pa.Array | pa.ChunkedArray, seed: int) -> np.ndarray:
     """The seeded, version-stable shuffle key of each pair."""
-    salt = _splitmix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))[0]
-    return _splitmix64(pair_id_values(pair_ids) ^ salt)
+    return _splitmix64(pair_id_values(pair_ids) ^ _salt(seed))
+
+
+def bucket_codes(buckets: pa.Array | pa.ChunkedArray, path: Path, first_row: int) -> np.ndarray:
+    """Each row's index in BUCKETS; a row of another bucket fails naming its file and row."""
+    codes = np.full(len(buckets), -1, np.int8)
+    for i, name in enumerate(BUCKETS):
+        codes[pc.fill_null(pc.equal(buckets, name), False).to_numpy(zero_copy_only=False)] = i
+    bad = np.flatnonzero(codes < 0)
+    if len(bad):
+        value = buckets[int(bad[0])].as_py()
+        raise ValueError(
+            f"{path}: row {first_row + int(bad[0])} has bucket {value!r}, expected one of {', '.join(BUCKETS)} "
+            f"({len(bad)} such rows in this slice)"
+        )
+    return codes
+
+
+def _repeated(value: str, n: int) -> pa.StringArray:
+    data = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(data))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
+
+
+def with_derived_columns(table: pa.Table, bucket: str, schema: pa.Schema, seed: int) -> pa.Table:
+    """Intermediate rows of one bucket as shard rows: `pair_id` and `bucket` restored, in `schema`'s order."""
+    derived = {
+        "pair_id": pair_ids_from_keys(table.column("shuffle_key").to_numpy(), seed),
+        "bucket": _repeated(bucket, table.num_rows),
+    }
+    columns = [derived[f.name].cast(f.type) if f.name in derived else table.column(f.name) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def choose_partitions(input_bytes: int, memory_limit: str) -> int:
@@ -238,50 +311,66 @@ def _jemalloc_pool():
 def partitioned_dir(work: Path, partitions: int) -> Path:
     """Phase 1's files for P partitions: a rerun with another P (another memory limit) starts
     afresh instead of reading files cut for a different key range."""
-    return work / f"partitioned-p{partitions}"
+    return work / f"partitioned-{INTERMEDIATE_FORMAT}-p{partitions}"
+
+
+def sorted_dir(work: Path) -> Path:
+    """Phase 2's files (two-phase form)."""
+    return work / f"sorted-{INTERMEDIATE_FORMAT}"
+
+
+def intermediate_schema(pairs: pa.Schema) -> pa.Schema:
+    """Phase 1's rows: the pairs columns but the DERIVED ones, the key, and the combiner counts
+    (int32: they count rows of one input slice)."""
+    schema = pa.schema([f for f in pairs.remove_metadata() if f.name not in DERIVED])
+    return pa.schema([*schema, ("shuffle_key", pa.uint64()), (ROWS, pa.int32()), (SAME_DOC, pa.int32())])
 
 
 def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig, partitions: int) -> int:
-    """Phase 1 for one input shard: add `shuffle_key`, write its rows grouped by partition.
+    """Phase 1 for one input shard: add `shuffle_key`, write its rows grouped by partition and bucket.
 
-    The output is one IPC file whose record batches come in groups of P (one group per input
-    slice, batch p of a group holds partition p), so phase 2 reads only its own batches.
+    The output is one IPC file whose record batches come in groups of 2P (one group per input
+    slice; batches 2p and 2p+1 of a group hold partition p's short and long rows), so phase 2
+    reads only its own batches.
     """
     folder = partitioned_dir(work, partitions)
     if shard_done(folder, index):
         return 0
     folder.mkdir(parents=True, exist_ok=True)
     bits = partition_bits(partitions)
+    groups = partitions * len(BUCKETS)
     source = pq.ParquetFile(in_path)
-    schema = source.schema_arrow.remove_metadata().append(pa.field("shuffle_key", pa.uint64()))
-    schema = schema.append(pa.field(ROWS, pa.int64())).append(pa.field(SAME_DOC, pa.int64()))
+    schema = intermediate_schema(source.schema_arrow)
     tmp = folder / f".chunk-{index:05d}.tmp"
     rows = 0
     with pa.ipc.new_file(tmp, schema, options=config.spill_options()) as writer:
         batches = source.iter_batches(batch_size=INPUT_SLICE_ROWS, use_threads=True)
         for batch in batches:
             keys = shuffle_keys(batch.column("pair_id"), config.seed)
+            buckets = bucket_codes(batch.column("bucket"), in_path, rows)
             table = pa.Table.from_batches([batch]).replace_schema_metadata(None)
             # Key order groups the partitions (top bits of the key) and puts duplicates side by side.
             kept, stands_for, same_doc = collapse_duplicates(table, keys)
             part = keys[kept] >> np.uint64(64 - bits) if bits else np.zeros(len(kept), np.uint64)
-            # Grouped by partition, in input order within each: the gather then reads the slice in
-            # P forward streams (twice as fast as in key order); phase 2 orders by key anyway.
-            order = np.argsort((part << np.uint64(32)) | kept.astype(np.uint64))
+            group = part * np.uint64(len(BUCKETS)) + buckets[kept].astype(np.uint64)
+            # Grouped, in input order within each group: the gather then reads the slice in 2P
+            # forward streams (twice as fast as in key order); phase 2 orders by key anyway.
+            order = np.argsort((group << np.uint64(32)) | kept.astype(np.uint64))
             kept, stands_for, same_doc = kept[order], stands_for[order], same_doc[order]
-            table = table.take(kept)  # one gather; the slices below are zero-copy
+            table = table.drop_columns(list(DERIVED)).take(kept)  # one gather; the slices below are zero-copy
             table = table.append_column("shuffle_key", pa.array(keys[kept], pa.uint64()))
-            table = table.append_column(ROWS, pa.array(stands_for)).append_column(SAME_DOC, pa.array(same_doc))
-            counts = np.bincount(part.astype(np.int64), minlength=partitions)
+            table = table.append_column(ROWS, pa.array(stands_for.astype(np.int32)))
+            table = table.append_column(SAME_DOC, pa.array(same_doc.astype(np.int32)))
+            counts = np.bincount(group.astype(np.int64), minlength=groups)
             table = table.combine_chunks()
             whole = table.to_batches()[0] if table.num_rows else pa.RecordBatch.from_pylist([], schema)
             starts = np.concatenate([[0], np.cumsum(counts)])
-            for p in range(partitions):
-                writer.write_batch(whole.slice(int(starts[p]), int(counts[p])))
+            for g in range(groups):
+                writer.write_batch(whole.slice(int(starts[g]), int(counts[g])))
             rows += len(keys)
         if rows == 0:  # an empty input still gives one (empty) group
             empty = pa.RecordBatch.from_pylist([], schema)
-            for _ in range(partitions):
+            for _ in range(groups):
                 writer.write_batch(empty)
     os.replace(tmp, folder / f"chunk-{index:05d}.arrow")
     _release_memory()  # the next shard starts from a small footprint
@@ -290,23 +379,27 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
     return rows
 
 
-def read_partition(work: Path, p: int, partitions: int) -> pa.Table | None:
-    """All rows of partition p, in input order (input shard, then row)."""
-    batches, schema = [], None
+def read_partition(work: Path, p: int, partitions: int) -> tuple[pa.Table | None, np.ndarray]:
+    """All rows of partition p (input shard by input shard), and each row's index in BUCKETS."""
+    batches, codes, schema = [], [], None
+    groups = partitions * len(BUCKETS)
     for path in sorted(partitioned_dir(work, partitions).glob("chunk-*.arrow")):
         with pa.ipc.open_file(pa.memory_map(str(path))) as reader:
             schema = reader.schema
-            if reader.num_record_batches % partitions:
+            if reader.num_record_batches % groups:
                 raise ValueError(f"{path} was partitioned for another partition count")
-            for j in range(p, reader.num_record_batches, partitions):
-                batch = reader.get_batch(j)
-                if batch.num_rows:
-                    batches.append(batch)
+            for j in range(p * len(BUCKETS), reader.num_record_batches, groups):
+                for code in range(len(BUCKETS)):
+                    batch = reader.get_batch(j + code)
+                    if batch.num_rows:
+                        batches.append(batch)
+                        codes.append(np.full(batch.num_rows, code, np.int8))
     if schema is None:
-        return None
+        return None, np.zeros(0, np.int8)
     # One contiguous array per column: a gather over hundreds of chunks is several times slower.
     # The batches are memory-mapped file pages, so only the copy takes heap memory.
-    return pa.Table.from_batches(batches, schema=schema).combine_chunks()
+    table = pa.Table.from_batches(batches, schema=schema).combine_chunks()
+    return table, np.concatenate(codes) if codes else np.zeros(0, np.int8)
 
 
 def collapse_duplicates(
@@ -360,7 +453,7 @@ def collapse_duplicates(
 def first_of_each_pair(table: pa.Table) -> tuple[np.ndarray, dict[str, int]]:
     """Row indices of the kept rows in `shuffle_key` order, and the duplicate counts."""
     keys = table.column("shuffle_key").to_numpy()
-    counts = [table.column(c).to_numpy() if c in table.column_names else None for c in (ROWS, SAME_DOC)]
+    counts = [table.column(c).to_numpy().astype(np.int64) for c in (ROWS, SAME_DOC)]
     kept, stands_for, same_doc = collapse_duplicates(table, keys, *counts)
     dropped = int(stands_for.sum()) - len(kept)
     same = int(same_doc.sum()) - len(kept)
@@ -380,16 +473,16 @@ def _ordered_map(pool: ThreadPoolExecutor, fn, items, ahead: int):
 
 def dedup_partition(work: Path, p: int, partitions: int) -> tuple[pa.Table | None, dict[str, np.ndarray], dict]:
     """Partition p loaded, and per bucket the row indices to keep, in global order; plus counts."""
-    table = read_partition(work, p, partitions)
+    table, buckets = read_partition(work, p, partitions)
     stats = {"rows_in": 0, "duplicate_same_document": 0, "duplicate_across_documents": 0}
     keep: dict[str, np.ndarray] = {}
     if table is not None and table.num_rows:
+        # Across buckets: variants of one pair may fall on both sides of the length boundary.
         kept, dups = first_of_each_pair(table)
         stats |= dups | {"rows_in": len(kept) + dups["duplicate_same_document"] + dups["duplicate_across_documents"]}
-        table = table.drop_columns([c for c in (ROWS, SAME_DOC) if c in table.column_names])
-        for name in BUCKETS:
-            in_bucket = pc.equal(table.column("bucket"), name).to_numpy(zero_copy_only=False)
-            keep[name] = kept[in_bucket[kept]]
+        table = table.drop_columns([ROWS, SAME_DOC])
+        for code, name in enumerate(BUCKETS):
+            keep[name] = kept[buckets[kept] == code]
     return table, keep, stats
 
 
@@ -402,7 +495,7 @@ def _gathered(pool: ThreadPoolExecutor, table: pa.Table, rows: np.ndarray, threa
 
 def sort_partition(p: int, work: Path, config: ShuffleConfig, partitions: int) -> dict[str, int]:
     """Phase 2 for one partition (two-phase form): dedup, order by `shuffle_key`, one IPC file per bucket."""
-    done = work / "sorted"
+    done = sorted_dir(work)
     if shard_done(done, p):
         return json.loads((done / f"p-{p:05d}.json").read_text())
     done.mkdir(parents=True, exist_ok=True)
@@ -429,7 +522,7 @@ def sorted_stats(work: Path, partitions: int) -> dict[str, int]:
     """Phase 2's counts summed over partitions."""
     total: dict[str, int] = {}
     for p in range(partitions):
-        for key, value in json.loads((work / "sorted" / f"p-{p:05d}.json").read_text()).items():
+        for key, value in json.loads((sorted_dir(work) / f"p-{p:05d}.json").read_text()).items():
             total[key] = total.get(key, 0) + value
     return total
 
@@ -439,11 +532,14 @@ class ShardWriter:
 
     Shard k of a bucket always holds rows k*rows_per_shard... of that bucket's global order,
     so finished shards (marker present) are skipped on resume and the bytes do not change.
-    Shards are encoded on the pool, a few at a time.
+    Rows come in the intermediate schema; shards are given back the DERIVED columns and
+    encoded on the pool, a few at a time. `schema` is the shards' (None: there are no rows).
     """
 
-    def __init__(self, out_dir: Path, config: ShuffleConfig, pool: ThreadPoolExecutor, threads: int) -> None:
-        self.out_dir, self.config, self.pool, self.threads = out_dir, config, pool, threads
+    def __init__(
+        self, out_dir: Path, config: ShuffleConfig, pool: ThreadPoolExecutor, threads: int, schema: pa.Schema | None
+    ) -> None:
+        self.out_dir, self.config, self.pool, self.threads, self.schema = out_dir, config, pool, threads, schema
         self.buffers: dict[str, list[pa.RecordBatch]] = {b: [] for b in BUCKETS}
         self.buffered = dict.fromkeys(BUCKETS, 0)
         self.rows = dict.fromkeys(BUCKETS, 0)
@@ -473,7 +569,10 @@ class ShardWriter:
             self.pending.popleft().result()
 
     def _write(self, bucket: str, index: int, table: pa.Table) -> None:
-        table = table.combine_chunks()
+        table = with_derived_columns(table.combine_chunks(), bucket, self.schema, self.config.seed)
+        self._encode(bucket, index, table)
+
+    def _encode(self, bucket: str, index: int, table: pa.Table) -> None:
         write_shard(
             self.out_dir,
             index,
@@ -485,7 +584,7 @@ class ShardWriter:
             statistics=[c for c in table.column_names if c not in NO_STATISTICS],
         )
 
-    def finish(self, schema: pa.Schema | None) -> dict[str, float]:
+    def finish(self) -> dict[str, float]:
         for bucket in BUCKETS:
             if self.buffered[bucket]:
                 self._submit(bucket, pa.Table.from_batches(self.buffers[bucket]))
@@ -493,30 +592,30 @@ class ShardWriter:
         while self.pending:
             self.pending.popleft().result()
         for bucket in BUCKETS:
-            if self.shards[bucket] == 0 and schema is not None:  # an empty bucket still gets one empty shard
+            if self.shards[bucket] == 0 and self.schema is not None:  # an empty bucket still gets one empty shard
                 if not shard_done(self.out_dir, 0, bucket):
-                    self._write(bucket, 0, schema.empty_table())
+                    self._encode(bucket, 0, self.schema.empty_table())
                 self.shards[bucket] = 1
         stats = {f"rows_{b}": self.rows[b] for b in BUCKETS} | {f"shards_{b}": self.shards[b] for b in BUCKETS}
         return stats | {"rows_out": sum(self.rows.values())} | self.fn.summary()
 
 
 def write_bucket_shards(
-    work: Path, out_dir: Path, partitions: int, config: ShuffleConfig, schema: pa.Schema | None = None
+    work: Path, out_dir: Path, partitions: int, config: ShuffleConfig, schema: pa.Schema | None
 ) -> dict[str, float]:
     """Phase 3 of the two-phase form: the sorted partitions read back in order, cut into shards."""
     threads = _threads(config)
     with ThreadPoolExecutor(threads) as pool:
-        writer = ShardWriter(out_dir, config, pool, _in_flight(config))
+        writer = ShardWriter(out_dir, config, pool, _in_flight(config), schema)
         for bucket in BUCKETS:
             for p in range(partitions):
-                path = work / "sorted" / f"p-{p:05d}.{bucket}.arrow"
+                path = sorted_dir(work) / f"p-{p:05d}.{bucket}.arrow"
                 if not path.exists():  # no pair of this bucket fell into this key range
                     continue
                 with pa.ipc.open_file(pa.memory_map(str(path))) as reader:
                     for j in range(reader.num_record_batches):
                         writer.add(bucket, reader.get_batch(j))
-        return writer.finish(schema)
+        return writer.finish()
 
 
 class FalseNegativeCounter:
@@ -591,7 +690,7 @@ def _shuffle_all(in_shards: list[Path], out_dir: Path, config: ShuffleConfig) ->
             raise
     stats: dict[str, float] = {"partitions": partitions}
     with ThreadPoolExecutor(threads) as pool, ThreadPoolExecutor(1) as loader:
-        writer = ShardWriter(out_dir, config, pool, _in_flight(config))
+        writer = ShardWriter(out_dir, config, pool, _in_flight(config), shard_schema(in_shards))
         # The next partition is loaded and deduplicated while this one is gathered and written.
         upcoming = loader.submit(dedup_partition, work, 0, partitions)
         for p in range(partitions):
@@ -605,7 +704,7 @@ def _shuffle_all(in_shards: list[Path], out_dir: Path, config: ShuffleConfig) ->
                     writer.add(name, batch)
             del table
             _release_memory()
-        stats.update(writer.finish(shard_schema(in_shards)))
+        stats.update(writer.finish())
     return stats
 
 

@@ -21,7 +21,9 @@ from tasks.shuffle_pairs import (
     choose_partitions,
     disk_needed,
     pair_id_values,
+    pair_ids_from_keys,
     partition_shard,
+    partitioned_dir,
     shard_schema,
     shuffle_all,
     shuffle_keys,
@@ -137,6 +139,11 @@ def test_shards_per_bucket_add_up(tmp_path):
     sizes = [pq.ParquetFile(p).metadata.num_rows for p in sorted((tmp_path / "out" / "short").glob("*.parquet"))]
     assert all(s == 37 for s in sizes[:-1]) and 0 < sizes[-1] <= 37
     assert stats["shards_short"] == len(sizes) and stats["rows_short"] == short.num_rows
+    # Every shard row is an input row, column for column (`pair_id` and `bucket` are rebuilt).
+    rows = {tuple(r.values()) for r in table.to_pylist()}
+    for bucket in (short, long):
+        assert bucket.schema.names == [*table.schema.names, "shuffle_key"]
+        assert all(tuple(r.values())[:-1] in rows for r in bucket.to_pylist())
 
 
 def test_single_and_two_phase_forms_give_the_same_bytes(tmp_path):
@@ -189,17 +196,70 @@ def test_batches_with_same_document_counts_full_batches_only():
     assert batches_with_same_document(np.array([0, 1, 2, 3, 3, 4, 5, 6, 7, 8]), 3) == pytest.approx(1 / 3)
 
 
+def splitmix64_reference(x: int) -> int:
+    """SplitMix64's finalizer in plain Python integers."""
+    mask = 2**64 - 1
+    z = (x + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
 def test_shuffle_key_is_version_stable_and_seeded():
     ids = pa.array(["0000000000000000", "ffffffffffffffff", "0123456789abcdef"])
     assert pair_id_values(ids).tolist() == [0, 2**64 - 1, 0x0123456789ABCDEF]
     # Pinned values: a change here silently reorders every user's shards, so it needs a new code version.
-    assert shuffle_keys(ids, 0).tolist() == shuffle_keys(ids, 0).tolist()
-    assert shuffle_keys(ids, 0).tolist() != shuffle_keys(ids, 1).tolist()
-    with pytest.raises(ValueError, match="16 hexadecimal"):
+    assert shuffle_keys(ids, 0).tolist() == [0xA706DD2F4D197E6F, 0x2DD82C88FA32B270, 0x13182864BD1A9954]
+    assert shuffle_keys(ids, 1).tolist() == [0x5E41AB087439611E, 0xA562DF66C82C649A, 0x4A0FAB93CD1A3B84]
+    rng = random.Random(3)
+    for seed in (0, 1, 2**63 + 5, -7):
+        values = [rng.getrandbits(64) for _ in range(50)]
+        expected = [splitmix64_reference(v ^ splitmix64_reference(seed % 2**64)) for v in values]
+        assert shuffle_keys(pa.array([f"{v:016x}" for v in values]), seed).tolist() == expected
+    with pytest.raises(ValueError, match="16 lowercase hexadecimal"):
         shuffle_keys(pa.array(["abc"]), 0)
-    for bad in ("0123456789abcdeg", "0123456789abcde ", "0123456789abcdé"):
+    for bad in ("0123456789abcdeg", "0123456789abcde ", "0123456789abcdé", "0123456789ABCDEF"):
         with pytest.raises(ValueError, match="hexadecimal"):
             pair_id_values(pa.array(["0000000000000000", bad]))
+
+
+def test_pair_id_is_recomputed_exactly_from_the_key():
+    """The intermediates leave `pair_id` out; the shard writer inverts the key to get it back."""
+    rng = random.Random(11)
+    values = [0, 1, 2**63, 2**64 - 1, *(rng.getrandbits(64) for _ in range(2000))]
+    ids = pa.array([f"{v:016x}" for v in values])
+    for seed in (0, 1, 2**64 - 1, -3):
+        assert pair_ids_from_keys(shuffle_keys(ids, seed), seed).equals(ids)
+    assert not pair_ids_from_keys(shuffle_keys(ids, 0), 1).equals(ids)
+    assert len(pair_ids_from_keys(np.zeros(0, np.uint64), 0)) == 0
+
+
+def test_variants_on_both_sides_of_the_bucket_boundary_collapse_into_one_row(tmp_path):
+    """Whitespace can push one variant of a pair past the short/long length boundary: the copies
+    still meet, and only the kept row's bucket holds the pair."""
+    a, b = "Tom is chasing Jerry around the kitchen table all day long ok.", "Jerry is chasing Tom today."
+    assert len(a) < 64 < len(a.replace(" ", "   "))
+    table = pair_rows([("doc-b", [(a, b)]), ("doc-a", [(a.replace(" ", "   "), b)]), ("doc-c", [("x y", "y x")])])
+    assert table.column("bucket").to_pylist() == ["short", "long", "short"]
+    inputs = write_input(tmp_path / "in", table, shards=2)
+    for partitions in (1, 4):
+        out = tmp_path / f"p{partitions}"
+        stats = shuffle_all(inputs, out, ShuffleConfig(partitions=partitions))
+        long, short = read_bucket(out, "long").to_pylist(), read_bucket(out, "short").to_pylist()
+        assert [(r["doc_id"], r["bucket"]) for r in long] == [("doc-a", "long")]
+        assert [r["doc_id"] for r in short] == ["doc-c"]
+        assert stats["duplicate_across_documents"] == 1 and stats["rows_out"] == 2
+
+
+def test_a_row_of_an_unknown_bucket_fails_naming_file_and_row(tmp_path):
+    table = random_pairs(5, seed=1)
+    buckets = table.column("bucket").to_pylist()
+    buckets[7] = "medium"
+    table = table.set_column(table.schema.get_field_index("bucket"), "bucket", pa.array(buckets))
+    inputs = write_input(tmp_path / "in", table, shards=2)
+    message = r"part-00000.parquet: row 7 has bucket 'medium', expected one of short, long"
+    with pytest.raises(ValueError, match=message):
+        shuffle_all(inputs, tmp_path / "out", ShuffleConfig())
 
 
 def test_partition_count_follows_input_size():
@@ -290,10 +350,11 @@ def test_pair_repeated_across_many_documents_is_collapsed_early_with_exact_count
     slices = sum(-(-pq.ParquetFile(p).metadata.num_rows // 64) for p in inputs)
     partitioned = pa.concat_tables(
         pa.ipc.open_file(str(p)).read_all()
-        for p in sorted((tmp_path / "out" / "_work" / "partitioned-p4").glob("*.arrow"))
+        for p in sorted(partitioned_dir(tmp_path / "out" / "_work", 4).glob("*.arrow"))
     )
-    ids = partitioned.column("pair_id").to_pylist()
-    assert len(groups[boiler_id]) > 300 and ids.count(boiler_id) <= slices < len(groups[boiler_id])
+    keys = partitioned.column("shuffle_key").to_pylist()
+    boiler_key = shuffle_keys(pa.array([boiler_id]), 0)[0]
+    assert len(groups[boiler_id]) > 300 and keys.count(boiler_key) <= slices < len(groups[boiler_id])
 
 
 def test_config_rejects_unknown_codecs_and_limits():
@@ -338,7 +399,7 @@ def test_codecs_change_the_shards_not_the_rows(tmp_path):
             assert {pq.ParquetFile(f).metadata.row_group(0).column(4).compression for f in files} == {codec}
 
 
-@pytest.mark.parametrize(("shard_codec", "spill_codec"), [("snappy", "none"), ("zstd", "lz4")])
+@pytest.mark.parametrize(("shard_codec", "spill_codec"), [("snappy", "none"), ("zstd", "lz4"), ("none", "zstd")])
 def test_disk_estimate_bounds_what_the_stage_writes(tmp_path, shard_codec, spill_codec):
     """At its end the stage holds its intermediates and its shards: the estimate covers both, closely."""
     inputs = write_input(tmp_path / "in", random_pairs(2000, seed=1))
