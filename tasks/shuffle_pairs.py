@@ -143,6 +143,24 @@ def _salt(seed: int) -> np.uint64:
     return _splitmix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))[0]
 
 
+class BadPairId(ValueError):
+    """A `pair_id` that is not 16 lowercase hexadecimal characters, at `row` of `path` (or of its array)."""
+
+    def __init__(self, row: int, value: object, path: Path | None = None) -> None:
+        where = f"{path}: row {row}" if path else f"row {row}"
+        expected = "16 lowercase hexadecimal characters (as the pair stage writes them)"
+        super().__init__(f"{where} has pair_id {value!r}, expected {expected}")
+        self.row, self.value = row, value
+
+
+def _bad_pair_id(arr: pa.Array) -> BadPairId:
+    """The first offending row (only on the error path, so plain Python)."""
+    for row, value in enumerate(arr.to_pylist()):
+        if value is None or len(value) != 16 or value.strip("0123456789abcdef"):
+            return BadPairId(row, value)
+    raise AssertionError("no bad pair_id")
+
+
 def pair_id_values(pair_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """16-character hex `pair_id`s as uint64: one `bytes.fromhex` over the Arrow data buffer."""
     arr = pair_ids.combine_chunks() if isinstance(pair_ids, pa.ChunkedArray) else pair_ids
@@ -151,17 +169,17 @@ def pair_id_values(pair_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
     if arr.null_count or not pc.all(pc.equal(pc.binary_length(arr), 16)).as_py():
-        raise ValueError("pair_id must be 16 lowercase hexadecimal characters (as the pair stage writes them)")
+        raise _bad_pair_id(arr)
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
     data = memoryview(arr.buffers()[2])[offsets[0] : offsets[0] + 16 * n]
     # Lowercase only: the shard writer rebuilds `pair_id` from the key in lowercase.
-    upper = np.frombuffer(data, np.uint8)
+    chars = np.frombuffer(data, np.uint8)
     try:
-        raw = b"" if ((upper >= ord("A")) & (upper <= ord("F"))).any() else bytes.fromhex(bytes(data).decode("ascii"))
+        raw = b"" if ((chars >= ord("A")) & (chars <= ord("F"))).any() else bytes.fromhex(bytes(data).decode("ascii"))
     except (UnicodeDecodeError, ValueError):
         raw = b""
     if len(raw) != 8 * n:  # fromhex skips whitespace: a short result means a bad character
-        raise ValueError("pair_id must be lowercase hexadecimal")
+        raise _bad_pair_id(arr)
     return np.frombuffer(raw, dtype=">u8").astype(np.uint64)
 
 
@@ -346,7 +364,10 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
     with pa.ipc.new_file(tmp, schema, options=config.spill_options()) as writer:
         batches = source.iter_batches(batch_size=INPUT_SLICE_ROWS, use_threads=True)
         for batch in batches:
-            keys = shuffle_keys(batch.column("pair_id"), config.seed)
+            try:
+                keys = shuffle_keys(batch.column("pair_id"), config.seed)
+            except BadPairId as bad:
+                raise BadPairId(rows + bad.row, bad.value, in_path) from None
             buckets = bucket_codes(batch.column("bucket"), in_path, rows)
             table = pa.Table.from_batches([batch]).replace_schema_metadata(None)
             # Key order groups the partitions (top bits of the key) and puts duplicates side by side.

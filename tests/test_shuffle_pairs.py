@@ -216,10 +216,10 @@ def test_shuffle_key_is_version_stable_and_seeded():
         values = [rng.getrandbits(64) for _ in range(50)]
         expected = [splitmix64_reference(v ^ splitmix64_reference(seed % 2**64)) for v in values]
         assert shuffle_keys(pa.array([f"{v:016x}" for v in values]), seed).tolist() == expected
-    with pytest.raises(ValueError, match="16 lowercase hexadecimal"):
+    with pytest.raises(ValueError, match="row 0 has pair_id 'abc', expected 16 lowercase hexadecimal"):
         shuffle_keys(pa.array(["abc"]), 0)
-    for bad in ("0123456789abcdeg", "0123456789abcde ", "0123456789abcdé", "0123456789ABCDEF"):
-        with pytest.raises(ValueError, match="hexadecimal"):
+    for bad in ("0123456789abcdeg", "0123456789abcde ", "0123456789abcdé", "0123456789ABCDEF", None):
+        with pytest.raises(ValueError, match=f"row 1 has pair_id {bad!r}, expected 16 lowercase hexadecimal"):
             pair_id_values(pa.array(["0000000000000000", bad]))
 
 
@@ -249,6 +249,20 @@ def test_variants_on_both_sides_of_the_bucket_boundary_collapse_into_one_row(tmp
         assert [(r["doc_id"], r["bucket"]) for r in long] == [("doc-a", "long")]
         assert [r["doc_id"] for r in short] == ["doc-c"]
         assert stats["duplicate_across_documents"] == 1 and stats["rows_out"] == 2
+
+
+def test_a_bad_pair_id_fails_naming_file_and_row(tmp_path, monkeypatch):
+    import tasks.shuffle_pairs as shuffle_pairs
+
+    monkeypatch.setattr(shuffle_pairs, "INPUT_SLICE_ROWS", 8)  # the row is counted across slices
+    table = random_pairs(10, seed=1)
+    ids = table.column("pair_id").to_pylist()
+    ids[40 + 13] = ids[40 + 13].upper()
+    table = table.set_column(0, "pair_id", pa.array(ids))
+    inputs = write_input(tmp_path / "in", table, shards=2)
+    message = r"part-00001.parquet: row 13 has pair_id '[0-9A-F]{16}', expected 16 lowercase hexadecimal"
+    with pytest.raises(ValueError, match=message):
+        shuffle_all(inputs, tmp_path / "out", ShuffleConfig())
 
 
 def test_a_row_of_an_unknown_bucket_fails_naming_file_and_row(tmp_path):
