@@ -39,15 +39,16 @@ def plan_shuffle(pairs: dict[str, str], config: ShuffleConfig, root: str) -> dic
     fp = shuffle_fingerprint(pairs, config)
     out = stage_dir(base, "shuffle", fp)
     shards = [str(p.relative_to(base)) for p in finished_shards(ref_dir(base, pairs))]
-    if not is_complete(out):
-        sweep_temporaries(out)
     input_bytes = uncompressed_bytes([base / s for s in shards])
     partitions = partitions_for(input_bytes, config) if shards else 1
-    if not is_complete(out):  # the partitioned and the sorted intermediates coexist here
+    complete = is_complete(out)
+    if not complete:
+        sweep_temporaries(out)
+        # The partitioned and the sorted intermediates coexist here.
         check_disk(out, disk_needed(input_bytes, config, intermediate_copies=2))
     return {
         "ref": stage_ref("shuffle", fp),
-        "complete": is_complete(out),
+        "complete": complete,
         "inputs": shards,
         "partitions": partitions,
         "started": time.time(),
