@@ -149,10 +149,27 @@ def cmd_train(args: argparse.Namespace) -> int:
     from storage.stage_output import ref_dir
 
     root = data_root(args.root)
-    options = json.loads(args.options) if args.options else None
+    options = json.loads(args.options) if args.options else {}
+    if not isinstance(options, dict):
+        raise ValueError("--options must be a JSON object, e.g. '{\"kl_weight\": 0.5}'")
+    flags = {
+        "losses": args.losses,
+        "negatives": args.negatives,
+        "temperature": args.temperature,
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "seed": args.seed,
+        "text_field": args.text_field,
+    }
+    if args.method == "gur":
+        given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None]
+        if given or args.keywords or args.texts:
+            raise ValueError(f"{' '.join(given) or '--keywords/--texts'}: options of --method tfcsg / simcse")
+    options.update({k: v for k, v in flags.items() if v is not None})
     ref = train_flow(
         shards=None,
         root=args.root,
+        method=args.method,
         variant=args.variant,
         objective=args.objective,
         preset=args.preset,
@@ -160,8 +177,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         pooling=args.pooling,
         init_from=str(Path(args.init_from).resolve()) if args.init_from else "",
         lr=args.lr,
-        options=options,
+        options=options or None,
         nproc=args.nproc,
+        keywords=args.keywords,
+        texts=str(Path(args.texts).resolve()) if args.texts else None,
     )
     out = ref_dir(root, ref)
     summary_path = out / "summary.json"
@@ -341,19 +360,72 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser(
         "train",
-        help="train a GUR encoder on the newest shards (run build-pairs or demo first)",
-        description="One GUR training run on the newest complete shards. Rerunning the same command reuses a "
-        "finished run and resumes an interrupted one from its newest checkpoint.",
+        help="train an encoder: GUR on the newest shards, TFCSG on the newest keywords, or SimCSE",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="""One training run. Rerunning the same command reuses a finished run and resumes an
+interrupted one from its newest checkpoint (Ctrl-C or SIGTERM saves one).
+
+methods:
+  gur     T5 span-corruption LM + in-batch contrastive on the newest `build-pairs` shards
+  tfcsg   fine-tune a pretrained encoder (default: the shipped all-MiniLM-L6-v2) on the newest
+          `mine-keywords` output: contrastive, KL and keyword-generation losses (--losses)
+  simcse  the same encoder, batch, length and epochs, unsupervised SimCSE only (losses cl);
+          on a keywords output or on any text column (--texts FILE --text-field F)
+
+presets (tfcsg / simcse; default auto: paper on a GPU, cpu otherwise, printed at the start):
+  paper   the TFCSG paper: Adam lr 3e-5, batch 32, 10 epochs, max length 32, [CLS] pooling,
+          losses cl+kl+s2s, every in-batch negative
+  cpu     16,000 titles in under 30 minutes on 2 cores: 1 epoch, batch 64, mean pooling, losses kw
+          (question vs its own keyword sequence) with same-topic negatives masked; cuts the
+          paper's 10 epochs to 1 and its three losses to the one that measured best
+  gur: tiny (CPU tests) or small (GUR-Small, the default)
+
+examples:
+  gur mine-keywords questions.tsv --text-field title --title-field ''
+  gur train --method tfcsg                              # newest keywords, preset auto
+  gur train --method tfcsg --preset cpu --losses cl+kl+s2s --negatives all   # the paper's losses
+  gur train --method simcse --texts questions.tsv --text-field title
+  gur train --preset tiny --steps 1000                  # GUR""",
     )
-    tr.add_argument("--preset", default="small", choices=["tiny", "small"], help="model size (small: GUR-Small)")
-    tr.add_argument("--steps", type=int, default=10000, help="optimizer steps (default: 10000)")
-    tr.add_argument("--objective", default="lm+cl", choices=["lm+cl", "cl", "lm"], help="GUR-FULL, GUR-LM, GUR-CL")
-    tr.add_argument("--variant", default="lcs", choices=["lcs", "none"], help="pair rule the shards were built with")
-    tr.add_argument("--pooling", default="cls", choices=["cls", "mean", "eos"], help="sentence vector pooling")
-    tr.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default: 1e-4)")
-    tr.add_argument("--init-from", default="", help="warm-start from a local pretrained model folder")
+    tr.add_argument(
+        "--method", default="gur", choices=["gur", "tfcsg", "simcse"], help="training recipe (default: gur)"
+    )
+    tr.add_argument(
+        "--preset",
+        default=None,
+        choices=["tiny", "small", "paper", "cpu", "auto"],
+        help="gur: tiny/small (default small); tfcsg/simcse: paper/cpu/auto (default auto)",
+    )
+    tr.add_argument("--steps", type=int, default=None, help="optimizer steps (gur default 10000; tfcsg: from epochs)")
+    tr.add_argument("--objective", default="lm+cl", choices=["lm+cl", "cl", "lm"], help="gur: GUR-FULL, -LM, -CL")
+    tr.add_argument("--variant", default="lcs", choices=["lcs", "none"], help="gur: pair rule of the shards")
+    tr.add_argument(
+        "--pooling", default=None, choices=["cls", "mean", "eos"], help="sentence vector pooling (default: preset's)"
+    )
+    tr.add_argument("--lr", type=float, default=None, help="peak learning rate (gur 1e-4; tfcsg/simcse 3e-5)")
+    tr.add_argument(
+        "--init-from", default="", help="warm-start from a local model folder (tfcsg/simcse default: MiniLM)"
+    )
     tr.add_argument("--nproc", type=int, default=0, help="processes (GPUs) for torchrun; 0: one per GPU, else 1")
-    tr.add_argument("--options", default="", help="other TrainConfig fields as JSON, e.g. '{\"long_batch\": 64}'")
+    tr.add_argument("--keywords", default=None, help="tfcsg/simcse: keywords fingerprint (default: the newest)")
+    tr.add_argument("--texts", default=None, help="simcse: a .tsv/.csv/.jsonl/.parquet file of texts instead")
+    tr.add_argument("--text-field", default=None, help="column with the text (default: text)")
+    tr.add_argument(
+        "--losses", default=None, help="tfcsg: '+'-joined cl, kl, s2s, kw (paper: cl+kl+s2s; cpu preset: kw)"
+    )
+    tr.add_argument(
+        "--negatives", default=None, choices=["all", "topic-masked"], help="tfcsg/simcse: in-batch negatives"
+    )
+    tr.add_argument("--temperature", type=float, default=None, help="contrastive temperature (default: 0.05)")
+    tr.add_argument("--epochs", type=float, default=None, help="tfcsg/simcse: passes over the data (preset's)")
+    tr.add_argument("--batch-size", type=int, default=None, help="tfcsg/simcse: questions per batch (preset's)")
+    tr.add_argument("--seed", type=int, default=None, help="seed of data order, dropout and new weights (default 0)")
+    tr.add_argument(
+        "--options",
+        default="",
+        help="any other TrainConfig field as JSON (models/train_loop.py), e.g. "
+        '\'{"kl_weight": 0.5, "kl_detach_target": false, "ae_dim": 128, "kl_activation": "linear"}\'',
+    )
     tr.set_defaults(func=cmd_train)
 
     ev = sub.add_parser(

@@ -1,4 +1,4 @@
-"""The `train` flow: one GUR training run on the `shuffle` stage's shards."""
+"""The `train` flow: one training run, `method` gur (shard pairs), tfcsg (keywords) or simcse (texts)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,66 @@ from prefect import flow
 from storage.layout import data_root
 from tasks.catalog_task import update_catalog
 from tasks.stage_cache import run_stage
-from tasks.train_task import latest_ref, train
+from tasks.train_task import file_ref, latest_ref, train
 
 OBJECTIVES = ("lm+cl", "cl", "lm")
+METHODS = ("gur", "tfcsg", "simcse")
+GUR_DEFAULTS = dict(preset="small", steps=10000, pooling="cls", lr=1e-4)
+
+
+def question_source(base, keywords: str | None, texts: str | None, method: str) -> dict[str, str]:
+    """The keywords stage `keywords` (a fingerprint; default the newest complete one) or, for SimCSE, a text file."""
+    if texts:
+        if method != "simcse":
+            raise ValueError(f"method {method!r} needs keyword sequences: pass a keywords stage, not a text file")
+        return file_ref(texts)
+    if keywords:
+        ref = {"stage": "keywords", "fingerprint": keywords, "path": f"keywords/{keywords}"}
+        if not (base / ref["path"] / "_manifest.json").exists():
+            raise FileNotFoundError(f"no complete keywords output {keywords!r} under {base} (see `gur catalog`)")
+        return ref
+    return latest_ref(base, "keywords")
+
+
+def resolve_config(
+    method: str,
+    preset: str | None,
+    steps: int | None,
+    pooling: str | None,
+    lr: float | None,
+    init_from: str,
+    objective: str,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """TrainConfig fields: GUR's defaults, or a question preset (`auto`: paper on a GPU, cpu otherwise)."""
+    if method == "gur":
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
+        given = dict(preset=preset, steps=steps, pooling=pooling, lr=lr)
+        merged = {k: GUR_DEFAULTS[k] if v is None else v for k, v in given.items()}
+        return {
+            "objective": objective,
+            "preset": merged["preset"],
+            "max_steps": merged["steps"],
+            "pooling": merged["pooling"],
+            "init_from": init_from,
+            "lr": merged["lr"],
+            **options,
+        }
+    import torch
+
+    from models.encoders import minilm_path
+    from models.train_presets import question_config, resolve_preset
+
+    name = resolve_preset(preset or "auto", torch.cuda.is_available())
+    if preset in (None, "auto"):
+        print(f"train: preset {name!r} ({'a GPU is' if name == 'paper' else 'no GPU'} visible; --preset to choose)")
+    overrides = {"pooling": pooling, "lr": lr, **options}
+    if steps:  # a fixed step count instead of the preset's epochs
+        overrides.update(max_steps=steps, epochs=0.0)
+    config = question_config(method, name, overrides)
+    config["init_from"] = init_from or str(minilm_path())
+    return config
 
 
 @flow(name="train", log_prints=True)
@@ -21,36 +78,35 @@ def train_flow(
     method: str = "gur",
     variant: str = "lcs",
     objective: str = "lm+cl",
-    preset: str = "small",
-    steps: int = 10000,
-    pooling: str = "cls",
+    preset: str | None = None,
+    steps: int | None = None,
+    pooling: str | None = None,
     init_from: str = "",
-    lr: float = 1e-4,
+    lr: float | None = None,
     options: dict[str, Any] | None = None,
     nproc: int = 0,
+    keywords: str | None = None,
+    texts: str | None = None,
 ) -> dict[str, str]:
-    """Train (or resume, or reuse) a model; `shards` defaults to the newest complete `shuffle` output.
+    """Train (or resume, or reuse) a model.
 
-    `variant` names the pair filter the shards were built with (`lcs` or `none`) and is recorded
-    in the manifest; `options` sets any other TrainConfig field (batch sizes, warmup, schedule, ...).
+    `method="gur"`: on `shards` (default the newest complete `shuffle` output); preset tiny / small
+    (default small), 10,000 steps, cls pooling, lr 1e-4; `variant` names the pair filter the shards
+    were built with (`lcs` or `none`). `method="tfcsg"` / `"simcse"`: on the keywords stage
+    `keywords` (a fingerprint; default the newest complete one), or for SimCSE a text file
+    `texts` (column `options.text_field`), fine-tuning `init_from` (default the shipped MiniLM);
+    preset paper / cpu / auto (auto: paper on a GPU, else cpu; models/train_presets.py); `steps`
+    replaces the preset's epochs. `options` sets any other TrainConfig field.
     """
-    if method != "gur":
-        raise ValueError(f"method {method!r} is not trained by this flow (only 'gur')")
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, not {method!r}")
     base = data_root(root)
-    shards = shards or latest_ref(base, "shuffle")
-    config = {
-        "objective": objective,
-        "preset": preset,
-        "max_steps": steps,
-        "pooling": pooling,
-        "init_from": init_from,
-        "lr": lr,
-        **(options or {}),
-    }
-    ref = run_stage(
-        train, base, shards=shards, config=config, nproc=nproc, labels={"method": method, "variant": variant}
-    )
-    update_catalog(str(base), [shards, ref])
+    config = resolve_config(method, preset, steps, pooling, lr, init_from, objective, dict(options or {}))
+    if method == "gur":
+        source = shards or latest_ref(base, "shuffle")
+    else:
+        source = shards or question_source(base, keywords, texts, method)
+    labels = {"method": method, "variant": variant if method == "gur" else config["preset"]}
+    ref = run_stage(train, base, source=source, config=config, nproc=nproc, labels=labels)
+    update_catalog(str(base), [r for r in (source, ref) if r["stage"] != "file"])
     return ref

@@ -139,8 +139,9 @@ def _round8(n: int) -> int:
 
 
 def count_tokens(batch: dict[str, torch.Tensor]) -> int:
-    """Real (non-pad) encoder input tokens plus real target tokens."""
-    return int(batch["attention_mask"].sum()) + int((batch["labels"] != -100).sum())
+    """Real (non-pad) encoder input tokens plus real target tokens (TFCSG batches: every input's mask)."""
+    masks = sum(int(v.sum()) for k, v in batch.items() if k.endswith("attention_mask") and not k.startswith("cl_"))
+    return masks + int((batch["labels"] != -100).sum()) if "labels" in batch else masks
 
 
 class PairStream:

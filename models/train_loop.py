@@ -1,4 +1,9 @@
-"""GUR training: config, data, model, optimizer, get_lr, evaluate, loop. Resumable; DDP under torchrun.
+"""Encoder training, one loop for every method: config, recipe, optimizer, get_lr, evaluate, loop. Resumable; DDP.
+
+A method's `Recipe` gives the model, loss, batch stream, held-out batches and export: `gur` (T5
+on shard pairs, `build_gur`), `tfcsg` and `simcse` (a pretrained encoder on questions and their
+keyword sequences, `build_questions`). Everything else (optimizer, schedule, accumulation,
+bf16, DDP, signals, checkpoints, metrics, curves, export, summary) is the same code.
 
     python -m models.train_loop --config run.json                 # one process (CPU or one GPU)
     torchrun --nproc_per_node=8 -m models.train_loop --config run.json
@@ -53,7 +58,8 @@ DEFAULT_PROMPTS = (
 @dataclass
 class TrainConfig:
     out_dir: str
-    shards: str
+    shards: str  # gur: the shuffle stage folder; tfcsg / simcse: unused (see `questions`)
+    method: str = "gur"  # gur | tfcsg | simcse (models.tfcsg)
     preset: str = "tiny"
     objective: str = "lm+cl"  # lm+cl (GUR-FULL), cl (the paper's GUR-LM), lm (GUR-CL)
     alpha: float = 1.0
@@ -94,6 +100,22 @@ class TrainConfig:
     prompts: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPTS))
     stop_at_step: int = 0  # tests: leave the loop after this step with no final checkpoint (as if killed)
     export: bool = True
+    # tfcsg / simcse (models.tfcsg, models.question_data); `temperature`, `pooling`, `dropout`,
+    # `init_from`, `heldout_fraction`, `eval_batch` and `eval_pairs` apply to them too.
+    questions: str = ""  # a keywords stage folder, or a file / folder with a text column
+    text_field: str = "text"
+    losses: str = "kw"  # '+'-joined from cl, kl, s2s, kw
+    negatives: str = "topic-masked"  # all | topic-masked
+    max_len: int = 32  # tokens of a question (and of its keyword sequence), [CLS] and [SEP] included
+    batch_size: int = 64
+    epochs: float = 0.0  # > 0: max_steps = the steps that show every training row this often
+    cl_weight: float = 1.0
+    kw_weight: float = 1.0
+    kl_weight: float = 1.0
+    s2s_weight: float = 1.0
+    kl_detach_target: bool = True  # stop-gradient on h_t: the keyword vector is the KL's target
+    kl_activation: str = "sigmoid"  # the paper's sigmoid on x_hat, or linear
+    ae_dim: int = 256  # size of the auto-encoder's code z
 
     def model_head(self) -> str:
         if self.head not in ("auto", "mlp", "none"):
@@ -188,13 +210,16 @@ def build_tokenizer(cfg: TrainConfig, tok_dir: Path) -> GurTokenizer:
 
 
 @torch.no_grad()
-def evaluate(model: GurModel, batches: list[dict[str, torch.Tensor]], device: torch.device, cfg: TrainConfig) -> dict:
-    """Held-out in-batch retrieval accuracy (chance = 1 / eval_batch) and CL loss on unmasked pairs."""
+def evaluate(model, batches: list[dict[str, torch.Tensor]], device: torch.device, cfg: TrainConfig, pair=None) -> dict:
+    """Held-out in-batch retrieval accuracy (chance = 1 / eval_batch) and CL loss on unmasked pairs.
+
+    `pair(model, batch)` gives the two sides (default GUR's: the batch's 2N rows are the a then the b sentences).
+    """
     model.eval()
     accs, losses = [], []
     for batch in batches:
-        emb = model.embed(batch["input_ids"].to(device), batch["attention_mask"].to(device))  # (2N, D)
-        a, b = emb.chunk(2)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        a, b = (pair or _gur_eval_pair)(model, batch)
         accs.append(in_batch_accuracy(a, b))
         losses.append(float(compute_loss_from_embeddings(a, b, cfg.temperature)))
     model.train()
@@ -221,6 +246,11 @@ def infill_samples(model: GurModel, tok: GurTokenizer, prompts: list[str], devic
     return out
 
 
+def part_name(key: str) -> str:
+    """A loss part's column in metrics.parquet: `lm` -> `lm_loss`, `acc` -> `train_acc`."""
+    return "train_acc" if key == "acc" else f"{key}_loss"
+
+
 def write_reports(out: Path, metrics: list[dict]) -> None:
     import matplotlib
 
@@ -238,7 +268,7 @@ def write_reports(out: Path, metrics: list[dict]) -> None:
     pcsv.write_csv(table, out / "metrics.csv")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     steps = [r["step"] for r in metrics]
-    for key in ("loss", "lm_loss", "cl_loss"):
+    for key in ("loss", *sorted({k for r in metrics for k in r if k.endswith("_loss")})):
         if any(key in r for r in metrics):
             axes[0].plot(steps, [r.get(key, np.nan) for r in metrics], label=key)
     axes[0].set_xlabel("step")
@@ -253,6 +283,178 @@ def write_reports(out: Path, metrics: list[dict]) -> None:
     fig.tight_layout()
     fig.savefig(out / "loss_curve.png", dpi=100)
     plt.close(fig)
+
+
+@dataclass
+class Recipe:
+    """What differs between methods; the loop, optimizer, checkpoints and reports are shared."""
+
+    model: torch.nn.Module  # .embed(ids, mask) -> (B, D) normalised, .num_params()
+    loss: torch.nn.Module | None  # batch -> (loss, parts); None: the loop builds GurLoss (after compile)
+    stream: Any  # .next_batch() -> (bucket, batch), .state_dict(), .load_state_dict(), .steps_for(epochs)
+    eval_batches: list[dict[str, torch.Tensor]]
+    eval_pair: Any  # (model, batch on device) -> (a, b): row i of a should retrieve row i of b
+    model_config: dict[str, Any]
+    export: Any  # (model, folder) -> None
+    samples: Any = None  # model -> rows for samples.jsonl at each checkpoint, or None
+    find_unused: bool = False  # DDP: parameters that some step does not use
+    info: dict[str, Any] = field(default_factory=dict)  # goes to summary.json
+
+
+def _gur_eval_pair(model, batch):
+    return model.embed(batch["input_ids"], batch["attention_mask"]).chunk(2)
+
+
+def build_gur(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
+    """GUR: T5 (or bert2bert) on shard pairs, span-corruption LM + in-batch InfoNCE."""
+    master = rank == 0
+    if master:
+        tok = build_tokenizer(cfg, out / "tokenizer")
+    if ddp:
+        dist.barrier()
+    if not master:
+        tok = load_tokenizer(out / "tokenizer")
+    mcfg = preset_config(
+        cfg.preset,
+        vocab_size=tok.vocab_size,
+        pad_id=tok.pad_id,
+        eos_id=tok.eos_id,
+        cls_id=tok.cls_id,
+        pooling=cfg.pooling,
+        init_from=cfg.init_from,
+        head=cfg.model_head(),
+        dropout=cfg.dropout,
+    )
+    torch.manual_seed(cfg.seed)  # the same initial weights on every rank
+    model = GurModel(mcfg, load_weights=load_weights)
+    eval_batches = []
+    if master and cfg.eval_every:
+        dcfg = cfg.data_config()
+        for bucket, pairs in heldout_pairs(dcfg, cfg.eval_pairs).items():
+            eval_batches += [
+                collate(b, tok, dcfg.seq_len(bucket), None) for b in distinct_doc_batches(pairs, cfg.eval_batch)
+            ]
+        print(f"held-out: {len(eval_batches)} batches of {cfg.eval_batch} pairs (chance {1 / cfg.eval_batch:.3f})")
+        if not eval_batches:  # a batch needs eval_batch held-out documents: say why accuracy is missing
+            print(
+                f"held-out: warning: fewer than {cfg.eval_batch} held-out documents have pairs; no held-out accuracy. "
+                "Raise heldout_fraction or lower eval_batch (small corpora: 0.2 and 16)."
+            )
+
+    def export(trained: GurModel, folder: Path) -> None:
+        from models.export import export_model
+
+        export_model(trained, tok, folder, max_seq_length=cfg.long_seq_len)
+
+    def samples(trained: GurModel) -> list[dict]:
+        return infill_samples(trained, tok, cfg.prompts, next(trained.parameters()).device)
+
+    return Recipe(
+        model=model,
+        loss=None,
+        stream=PairStream(cfg.data_config(), tok, rank, world),
+        eval_batches=eval_batches,
+        eval_pair=_gur_eval_pair,
+        model_config=dataclasses.asdict(mcfg),
+        export=export,
+        samples=samples if cfg.objective != "cl" else None,
+        find_unused=cfg.objective != "lm+cl" or bool(cfg.init_from),
+    )
+
+
+def _question_eval_pair(model, batch):
+    q = model.embed(batch["input_ids"], batch["attention_mask"])
+    return q, model.embed(batch["kw_input_ids"], batch["kw_attention_mask"])
+
+
+def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
+    """TFCSG and SimCSE: a pretrained encoder on questions and their keyword sequences (models.tfcsg)."""
+    from transformers import AutoTokenizer
+
+    from models.export import export_encoder
+    from models.question_data import QuestionConfig, QuestionData, QuestionStream
+    from models.tfcsg import TfcsgLoss, TfcsgModel, parse_losses
+
+    if not cfg.init_from:
+        raise ValueError(f"method {cfg.method!r} fine-tunes a pretrained encoder: set init_from to its folder")
+    if not cfg.questions:
+        raise ValueError(f"method {cfg.method!r} needs `questions`: a keywords stage folder or a text file")
+    losses = parse_losses(cfg.losses)
+    if cfg.method == "simcse" and losses != ("cl",):
+        raise ValueError(f"simcse trains the `cl` loss alone, not {cfg.losses!r} (use method tfcsg)")
+    tok_dir = out / "tokenizer"
+    if rank == 0 and not (tok_dir / "tokenizer_config.json").exists():
+        tmp = tok_dir.with_name(f".tokenizer-{uuid.uuid4().hex[:8]}")
+        AutoTokenizer.from_pretrained(cfg.init_from).save_pretrained(str(tmp))
+        os.replace(tmp, tok_dir)
+    if ddp:
+        dist.barrier()
+    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    qcfg = QuestionConfig(
+        source=cfg.questions,
+        text_field=cfg.text_field,
+        max_len=cfg.max_len,
+        batch_size=cfg.batch_size,
+        seed=cfg.seed,
+        heldout_fraction=cfg.heldout_fraction,
+        need_keywords=bool({"kl", "s2s", "kw"} & set(losses)),
+        need_s2s="s2s" in losses,
+    )
+    data = QuestionData(qcfg, tok)
+    torch.manual_seed(cfg.seed)  # the same auto-encoder and LM head on every rank
+    model = TfcsgModel(
+        cfg.init_from,
+        pooling=cfg.pooling,
+        ae_dim=cfg.ae_dim,
+        kl_activation=cfg.kl_activation,
+        dropout=cfg.dropout,
+        load_weights=load_weights,
+    )
+    loss = TfcsgLoss(
+        model,
+        cfg.losses,
+        temperature=cfg.temperature,
+        negatives=cfg.negatives,
+        kl_weight=cfg.kl_weight,
+        kl_detach_target=cfg.kl_detach_target,
+        s2s_weight=cfg.s2s_weight,
+        kw_weight=cfg.kw_weight,
+        cl_weight=cfg.cl_weight,
+    )
+    eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
+    counts = data.counts()
+    if rank == 0:
+        print(
+            f"questions: {counts['train_rows']} to train on, {counts['heldout_rows']} held out "
+            f"({len(eval_batches)} batches of {cfg.eval_batch}, chance {1 / cfg.eval_batch:.3f}); truncated to "
+            f"{cfg.max_len} tokens: {counts['truncated_questions']} questions, {counts['truncated_keywords']} keyword "
+            f"sequences; LM head {'from the checkpoint' if model.lm_head_loaded else 'new, tied to the embeddings'}",
+            flush=True,
+        )
+
+    def export(trained: TfcsgModel, folder: Path) -> None:
+        export_encoder(trained.encoder, tok, folder, pooling=cfg.pooling)
+
+    return Recipe(
+        model=model,
+        loss=loss,
+        stream=QuestionStream(data, rank, world),
+        eval_batches=eval_batches,
+        eval_pair=_question_eval_pair,
+        model_config={
+            "init_from": cfg.init_from,
+            "pooling": cfg.pooling,
+            "ae_dim": cfg.ae_dim,
+            "kl_activation": cfg.kl_activation,
+            "lm_head_loaded": model.lm_head_loaded,
+        },
+        export=export,
+        find_unused=True,  # the auto-encoder and the LM head train only with kl and s2s
+        info={"data": counts, "lm_head_loaded": model.lm_head_loaded, "losses": list(losses)},
+    )
+
+
+METHODS = {"gur": build_gur, "tfcsg": build_questions, "simcse": build_questions}
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
@@ -274,28 +476,16 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     master = rank == 0
 
-    if master:
-        tok = build_tokenizer(cfg, out / "tokenizer")
-    if ddp:
-        dist.barrier()
-    if not master:
-        tok = load_tokenizer(out / "tokenizer")
-
+    if cfg.method not in METHODS:
+        raise ValueError(f"unknown method {cfg.method!r}; choose from {sorted(METHODS)}")
     resume = latest_checkpoint(ckpt_dir)
     ckpt = torch.load(resume, map_location="cpu", weights_only=False) if resume else None
-    mcfg = preset_config(
-        cfg.preset,
-        vocab_size=tok.vocab_size,
-        pad_id=tok.pad_id,
-        eos_id=tok.eos_id,
-        cls_id=tok.cls_id,
-        pooling=cfg.pooling,
-        init_from=cfg.init_from,
-        head=cfg.model_head(),
-        dropout=cfg.dropout,
-    )
-    torch.manual_seed(cfg.seed)  # the same initial weights on every rank
-    model = GurModel(mcfg, load_weights=ckpt is None)
+    recipe = METHODS[cfg.method](cfg, out, rank, world, ddp, load_weights=ckpt is None)
+    model = recipe.model
+    if cfg.epochs > 0:
+        cfg = dataclasses.replace(cfg, max_steps=recipe.stream.steps_for(cfg.epochs))
+        if master:
+            print(f"{cfg.epochs:g} epochs = {cfg.max_steps} steps", flush=True)
     if ckpt:
         model.load_state_dict(ckpt["model"])
     model.to(device)
@@ -308,7 +498,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         fused=device.type == "cuda",
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: get_lr(s, cfg))
-    stream = PairStream(cfg.data_config(), tok, rank, world)
+    stream = recipe.stream
     step, metrics = 0, []
     window: dict[str, Any] = {"sum": None, "n": 0}  # per-step stats summed since the last log row
     if ckpt:
@@ -327,28 +517,23 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         torch.manual_seed(cfg.seed + rank)  # dropout differs per rank
     del ckpt
 
-    loss_module = GurLoss(torch.compile(model) if cfg.compile else model, cfg.objective, cfg.alpha, cfg.temperature)
-    find_unused = cfg.objective != "lm+cl" or bool(cfg.init_from)
+    if recipe.loss is None:
+        recipe.loss = GurLoss(
+            torch.compile(model) if cfg.compile else model, cfg.objective, cfg.alpha, cfg.temperature
+        )
+    elif cfg.compile:
+        recipe.loss.model = torch.compile(model)
+    loss_module = recipe.loss
     runner = (
         torch.nn.parallel.DistributedDataParallel(
-            loss_module, device_ids=[local_rank] if device.type == "cuda" else None, find_unused_parameters=find_unused
+            loss_module,
+            device_ids=[local_rank] if device.type == "cuda" else None,
+            find_unused_parameters=recipe.find_unused,
         )
         if ddp
         else loss_module
     )
-    eval_batches = []
-    if master and cfg.eval_every:
-        dcfg = cfg.data_config()
-        for bucket, pairs in heldout_pairs(dcfg, cfg.eval_pairs).items():
-            eval_batches += [
-                collate(b, tok, dcfg.seq_len(bucket), None) for b in distinct_doc_batches(pairs, cfg.eval_batch)
-            ]
-        print(f"held-out: {len(eval_batches)} batches of {cfg.eval_batch} pairs (chance {1 / cfg.eval_batch:.3f})")
-        if not eval_batches:  # a batch needs eval_batch held-out documents: say why accuracy is missing
-            print(
-                f"held-out: warning: fewer than {cfg.eval_batch} held-out documents have pairs; no held-out accuracy. "
-                "Raise heldout_fraction or lower eval_batch (small corpora: 0.2 and 16)."
-            )
+    eval_batches = recipe.eval_batches
 
     # SIGTERM (a scheduler, `kill`) and SIGINT (Ctrl-C) finish the step, save a checkpoint, exit.
     stop = {"flag": False}
@@ -371,16 +556,16 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 "window": windows,
                 "world_size": world,
                 "config": dataclasses.asdict(cfg),
-                "model_config": dataclasses.asdict(mcfg),
+                "model_config": recipe.model_config,
             }
             save_checkpoint(ckpt_dir, state, cfg.keep_checkpoints)
-            if cfg.objective != "cl":
+            if recipe.samples is not None:
                 with (out / "samples.jsonl").open("a") as f:
-                    for row in infill_samples(model, tok, cfg.prompts, device):
+                    for row in recipe.samples(model):
                         f.write(json.dumps({"step": step, **row}, ensure_ascii=False) + "\n")
 
     if master and eval_batches and step == 0:  # where it starts: chance from scratch, the init's skill when warm
-        row = {"step": 0, **evaluate(model, eval_batches, device, cfg)}
+        row = {"step": 0, **evaluate(model, eval_batches, device, cfg, recipe.eval_pair)}
         metrics.append(row)
         print(f"step 0 heldout_acc {row['heldout_acc']:.4g} heldout_cl {row['heldout_cl']:.4g}", flush=True)
     model.train()
@@ -418,11 +603,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 dist.all_reduce(stats, op=dist.ReduceOp.AVG)
             elapsed = time.time() - t0
             n_tokens = sum(gather(tokens, world))
-            names = {"lm": "lm_loss", "cl": "cl_loss", "acc": "train_acc"}
             row = {"step": step, "lr": lr, "loss": float(stats[0]), "tokens_per_s": n_tokens / max(elapsed, 1e-9)}
-            row.update({names[k]: float(v) for k, v in zip(parts_sum, stats[1:], strict=True)})
+            row.update({part_name(k): float(v) for k, v in zip(parts_sum, stats[1:], strict=True)})
             if eval_now and master:
-                row.update(evaluate(model, eval_batches, device, cfg))
+                row.update(evaluate(model, eval_batches, device, cfg, recipe.eval_pair))
             metrics.append(row)
             if master:
                 print(
@@ -449,9 +633,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if master and summary["complete"]:
         write_reports(out, metrics)
         if cfg.export:
-            from models.export import export_model
-
-            export_model(model, tok, out / "export", max_seq_length=cfg.long_seq_len)
+            recipe.export(model, out / "export")
         evals = [r for r in metrics if "heldout_acc" in r]
         summary.update(
             final=metrics[-1] if metrics else {},
@@ -459,6 +641,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             chance=1 / cfg.eval_batch,
             params=model.num_params(),
             export="export" if cfg.export else None,
+            max_steps=cfg.max_steps,
+            **recipe.info,
         )
         tmp = out / f".summary-{uuid.uuid4().hex[:8]}.json"
         tmp.write_text(json.dumps(summary, indent=2) + "\n")

@@ -1,4 +1,8 @@
-"""The `train` Prefect task: `shuffle` shards -> a trained GUR model under `<root>/train/<fingerprint>/`.
+"""The `train` Prefect task: an input -> a trained encoder under `<root>/train/<fingerprint>/`.
+
+Inputs by method: `gur` trains on a `shuffle` output (sentence pairs); `tfcsg` on a `keywords`
+output (questions, GSDMM topics, keyword sequences); `simcse` on a `keywords` output or any
+file with a text column (a `file_ref`, keyed by the file's content).
 
 Training runs in a subprocess (`torchrun` when several GPUs), so a crash or a kill leaves the
 checkpoints behind and the next call resumes from the newest one. The output folder holds
@@ -22,31 +26,48 @@ from typing import Any
 
 from prefect import task
 
-from storage.fingerprint import fingerprint
+from storage.fingerprint import content_signature, fingerprint
 from storage.layout import MANIFEST, data_root, stage_dir
 from storage.manifest import is_complete, write_manifest
 from storage.stage_output import build_manifest, ref_dir, ref_manifest, stage_ref
 from tasks.progress import current_logger
 from tasks.stage_cache import stage_cache_policy
 
-TRAIN_CODE_VERSION = "gur_train_v2"  # v2: warm starts train without the MLP head; step-0 evaluation
+TRAIN_CODE_VERSION = "train_v3"  # v3: methods tfcsg and simcse; v2: warm starts without the MLP head
 REPO = Path(__file__).resolve().parents[1]
-RUNTIME_KEYS = ("out_dir", "shards", "threads", "stop_at_step")  # do not change what is learned
+RUNTIME_KEYS = ("out_dir", "shards", "questions", "threads", "stop_at_step")  # do not change what is learned
+INPUT_STAGES = {"gur": ("shuffle",), "tfcsg": ("keywords",), "simcse": ("keywords", "file")}
 
 
-def train_config(config: dict[str, Any], out_dir: str = "", shards: str = ""):
+def train_config(config: dict[str, Any], out_dir: str = "", shards: str = "", questions: str = ""):
     """The full TrainConfig (defaults filled in); unknown keys raise TypeError."""
     from models.train_loop import TrainConfig
 
-    return TrainConfig(out_dir=out_dir, shards=shards, **config)
+    return TrainConfig(out_dir=out_dir, shards=shards, questions=questions, **config)
 
 
-def train_fingerprint(shards: dict[str, str], config: dict[str, Any]) -> str:
-    """hash(shards fingerprint + every learning-relevant TrainConfig field + code version)."""
+def train_fingerprint(source: dict[str, str], config: dict[str, Any]) -> str:
+    """hash(input fingerprint + every learning-relevant TrainConfig field + code version)."""
     full = dataclasses.asdict(train_config(config))
     return fingerprint(
-        "train", TRAIN_CODE_VERSION, {k: v for k, v in full.items() if k not in RUNTIME_KEYS}, [shards["fingerprint"]]
+        "train", TRAIN_CODE_VERSION, {k: v for k, v in full.items() if k not in RUNTIME_KEYS}, [source["fingerprint"]]
     )
+
+
+def file_ref(path: str | Path) -> dict[str, str]:
+    """A plain input file (or folder) as a reference: keyed by its content, so a copy is the same input."""
+    path = Path(path).resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    return {"stage": "file", "fingerprint": fingerprint("file", "v1", content_signature(path)), "path": str(path)}
+
+
+def source_dir(root: Path, ref: dict[str, str]) -> Path:
+    """Where an input lives: a file reference's own path, or the stage folder (which must be complete)."""
+    if ref["stage"] == "file":
+        return Path(ref["path"])
+    ref_manifest(root, ref)  # raises unless the stage output is complete
+    return ref_dir(root, ref)
 
 
 def latest_ref(root: Path, stage: str) -> dict[str, str]:
@@ -57,8 +78,12 @@ def latest_ref(root: Path, stage: str) -> dict[str, str]:
         if best is None or finished > best[0]:
             best = (finished, path.parent.name)
     if best is None:
-        hint = " (run `gur demo` or `gur build-pairs CORPUS` first)" if stage == "shuffle" else ""
-        raise FileNotFoundError(f"no complete {stage!r} output under {root}{hint}")
+        hints = {
+            "shuffle": " (run `gur demo` or `gur build-pairs CORPUS` first)",
+            "keywords": " (run `gur mine-keywords QUESTIONS --text-field FIELD` first, e.g. "
+            "`gur mine-keywords ../shared/data/stackoverflow/train.tsv --text-field title --title-field ''`)",
+        }
+        raise FileNotFoundError(f"no complete {stage!r} output under {root}{hints.get(stage, '')}")
     return stage_ref(stage, best[1])
 
 
@@ -96,7 +121,9 @@ def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dic
     def follow(stream) -> None:
         for line in stream:
             line = line.rstrip()
-            if line.startswith(("step ", "resumed", "held-out", "resuming", "stopped")):
+            if line.startswith(("step ", "resumed", "held-out", "resuming", "stopped", "questions:", "epochs")) or (
+                " epochs = " in line
+            ):
                 logger.info("train: %s", line)
             tail.append(line)
 
@@ -127,7 +154,8 @@ def label_export(folder: Path, labels: dict[str, str], **extra: Any) -> None:
         return
     info = json.loads(path.read_text(encoding="utf-8"))
     info.update(method=labels.get("method", "gur"), **extra)
-    parts = [labels.get("variant", ""), str(extra.get("objective", "")), str(extra.get("train_fingerprint", ""))[:8]]
+    what = extra.get("objective") or extra.get("losses") or ""
+    parts = [labels.get("variant", ""), str(what), str(extra.get("train_fingerprint", ""))[:8]]
     info["variant"] = " ".join(filter(None, parts))  # e.g. "lcs lm+cl 0bb5b4bc": two runs never share a name
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
@@ -136,22 +164,30 @@ def label_export(folder: Path, labels: dict[str, str], **extra: Any) -> None:
 
 @task(name="train", cache_policy=stage_cache_policy(TRAIN_CODE_VERSION))
 def train(
-    shards: dict[str, str], config: dict[str, Any], root: str, nproc: int = 0, labels: dict[str, str] | None = None
+    source: dict[str, str], config: dict[str, Any], root: str, nproc: int = 0, labels: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """Train on a `shuffle` output; `config`: TrainConfig fields; `labels` (method, variant) go to the manifest."""
+    """Train on `source` (see the module docstring); `config`: TrainConfig fields; `labels` go to the manifest."""
     started = time.time()
     base = data_root(root)
-    ref_manifest(base, shards)  # raises unless the shards are complete
-    fp = train_fingerprint(shards, config)
+    method = config.get("method", "gur")
+    if source["stage"] not in INPUT_STAGES.get(method, ()):
+        raise ValueError(f"method {method!r} trains on {INPUT_STAGES.get(method)} outputs, not {source['stage']!r}")
+    where = source_dir(base, source)
+    fp = train_fingerprint(source, config)
     out = stage_dir(base, "train", fp)
     logger = current_logger(__name__)
     if is_complete(out):
         logger.info("train: reusing complete output %s", out)
         return stage_ref("train", fp)
-    cfg = train_config(config, out_dir=str(out), shards=str(ref_dir(base, shards)))
+    key = "shards" if method == "gur" else "questions"
+    cfg = train_config(config, out_dir=str(out), **{key: str(where)})
     summary = run_training(out, dataclasses.asdict(cfg), nproc, logger)
     final = summary.get("final", {})
-    label_export(out / "export", labels or {}, objective=cfg.objective, train_fingerprint=fp, step=summary["step"])
+    extra = {"objective": cfg.objective} if method == "gur" else {"losses": cfg.losses, "negatives": cfg.negatives}
+    upstream = [source] if source["stage"] != "file" else []
+    if source["stage"] == "keywords":
+        extra["keywords_fingerprint"] = source["fingerprint"]
+    label_export(out / "export", labels or {}, train_fingerprint=fp, step=summary["step"], **extra)
     write_manifest(
         out,
         build_manifest(
@@ -159,16 +195,18 @@ def train(
             fingerprint=fp,
             code_version=TRAIN_CODE_VERSION,
             config={k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS},
-            inputs={"shards": shards["path"]},
-            upstream=[shards],
+            inputs={source["stage"]: source["path"]},
+            upstream=upstream,
             tables={"train_metrics": "metrics.parquet"},
-            rows={"steps": summary["step"], "metrics": len(summary.get("heldout_acc", []))},
+            rows={"steps": summary["step"], "metrics": len(summary.get("heldout_acc", [])), **summary.get("data", {})},
             drops={},
             started_at=started,
             extra={
                 "labels": labels or {},
                 "export": "export",
-                "summary": {k: summary.get(k) for k in ("heldout_acc", "chance", "params")},
+                "summary": {
+                    k: summary.get(k) for k in ("heldout_acc", "chance", "params", "max_steps", "lm_head_loaded")
+                },
                 "final": final,
             },
         ),

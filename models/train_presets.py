@@ -1,0 +1,73 @@
+"""Training presets of the question methods (TFCSG, SimCSE): the paper's settings and a CPU budget.
+
+- `paper` (Shang et al. §4.3): Adam, lr 3e-5, batch 32, 10 epochs, max length 32, [CLS] pooling, the
+  three losses cl + kl + s2s with every in-batch negative. For a GPU: 10 epochs of 16,000 titles are
+  5,000 steps.
+- `cpu`: what trains on 16,000 titles in under 30 minutes on 2 CPU cores. One epoch at batch 64
+  (250 steps), mean pooling (MiniLM was trained with it), and the best configuration measured with
+  `benchmarks/quality.py`: the contrastive keyword task (`kw`, each question's positive is its own
+  keyword sequence) with same-topic negatives masked. The paper's losses stay one option away
+  (`losses="cl+kl+s2s"`).
+Both use tau 0.05 (SimCSE's), no weight decay and no warmup (Adam with a constant rate, as the paper).
+SimCSE takes the same preset with `losses="cl"` and every in-batch negative (SimCSE's own recipe).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COMMON: dict[str, Any] = dict(
+    lr=3e-5,
+    max_len=32,
+    temperature=0.05,
+    weight_decay=0.0,
+    warmup_steps=0,
+    schedule="constant",
+    heldout_fraction=0.05,
+    eval_batch=64,
+    eval_pairs=1024,
+    log_every=10,
+)
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": dict(
+        COMMON,
+        batch_size=32,
+        epochs=10.0,
+        pooling="cls",
+        losses="cl+kl+s2s",
+        negatives="all",
+        eval_every=500,
+        ckpt_every=500,
+    ),
+    "cpu": dict(
+        COMMON,
+        batch_size=64,
+        epochs=1.0,
+        pooling="mean",
+        losses="kw",
+        negatives="topic-masked",
+        eval_every=50,
+        ckpt_every=50,
+    ),
+}
+QUESTION_PRESETS = (*PRESETS, "auto")
+
+
+def resolve_preset(name: str, gpu: bool) -> str:
+    """`auto` -> `paper` on a GPU, `cpu` otherwise."""
+    if name not in QUESTION_PRESETS:
+        raise ValueError(f"preset {name!r} is not one of {QUESTION_PRESETS} (tiny and small are GUR model sizes)")
+    return ("paper" if gpu else "cpu") if name == "auto" else name
+
+
+def question_config(method: str, preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The TrainConfig fields of a TFCSG or SimCSE run: the preset, SimCSE's loss, then the user's own values."""
+    config = dict(PRESETS[preset])
+    if method == "simcse":
+        config.update(losses="cl", negatives="all")
+    config.update({k: v for k, v in overrides.items() if v is not None})
+    config.update(method=method, preset=preset)
+    if method == "simcse" and config["losses"] != "cl":
+        raise ValueError(f"simcse trains the `cl` loss alone, not {config['losses']!r} (use method tfcsg)")
+    return config

@@ -1,0 +1,194 @@
+"""TFCSG end to end on real titles with a tiny random BERT: keywords -> train (Ctrl-C, resume) -> export -> evaluate.
+
+The encoder is a 2-layer BERT with random weights and a vocabulary built from the titles, saved as
+a model folder, so the run takes seconds on one CPU thread and uses exactly the warm-start path
+that MiniLM takes (AutoModelForMaskedLM, a new LM head tied to the embeddings).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from tiny_bert import REPO, tiny_bert, titles  # noqa: E402
+
+LOSSES = "cl+kl+s2s+kw"  # every task, so every path of the loss runs
+OPTIONS = dict(
+    losses=LOSSES,
+    negatives="topic-masked",
+    batch_size=8,
+    eval_batch=8,
+    eval_every=5,
+    heldout_fraction=0.1,
+    log_every=2,
+    ckpt_every=5,
+    lr=1e-3,
+    threads=1,
+)
+COMPARED = ("step", "loss", "cl_loss", "kl_loss", "s2s_loss", "kw_loss", "train_acc", "heldout_acc")
+
+pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from flows.mine_keywords import mine_keywords
+
+    base = tmp_path_factory.mktemp("tfcsg")
+    rows = titles(200)
+    questions = base / "questions.tsv"
+    with open(questions, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, delimiter="\t").writerows([["id", "title"], *([r["id"], r["title"]] for r in rows)])
+    labelled = base / "labelled.tsv"
+    with open(labelled, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, delimiter="\t").writerows(
+            [["id", "title", "tag"], *([r["id"], r["title"], r["tag"]] for r in rows)]
+        )
+    root = base / "data"
+    kw = mine_keywords(input_path=str(questions), text_field="title", title_field="", k=10, root=str(root))
+    model = tiny_bert(base / "tiny-bert", [r["title"] for r in rows])
+    return {"root": root, "keywords": kw, "model": model, "labelled": labelled, "questions": questions}
+
+
+def test_missing_keywords_table_is_a_clear_error(tmp_path):
+    from flows.train import train_flow
+
+    with pytest.raises(FileNotFoundError, match="no complete 'keywords' output .*gur mine-keywords"):
+        train_flow(method="tfcsg", preset="cpu", root=str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match="needs keyword sequences"):
+        train_flow(method="tfcsg", preset="cpu", texts=str(tmp_path), root=str(tmp_path / "empty"))
+
+
+def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoTokenizer
+
+    from flows.evaluate import evaluate
+    from flows.train import resolve_config, train_flow
+    from models.tfcsg import TfcsgModel
+    from models.train_loop import train as train_loop
+    from storage.manifest import read_manifest
+    from tasks.train_task import train_config, train_fingerprint
+
+    root, kw, model = setup["root"], setup["keywords"], str(setup["model"])
+    config = resolve_config("tfcsg", "cpu", 20, None, None, model, "lm+cl", dict(OPTIONS))
+    out = root / "train" / train_fingerprint(kw, config)
+    cfg = train_config(config, out_dir=str(out), questions=str(root / kw["path"]))
+    (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+
+    # a real trainer process gets Ctrl-C after step 6: it finishes the step, saves and exits 3
+    cmd = [sys.executable, "-m", "models.train_loop", "--config", str(tmp_path / "cfg.json")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("step 6 "):
+            proc.send_signal(signal.SIGINT)
+            break
+    lines += proc.stdout.readlines()
+    assert proc.wait(timeout=120) == 3, "".join(lines[-20:])
+    assert any(line.startswith("questions: ") and "LM head new, tied" in line for line in lines)
+    saved = sorted((out / "checkpoints").glob("step-*.pt"))
+    assert saved and 6 <= int(saved[-1].stem.split("-")[1]) < 20
+
+    # the flow with the same settings lands on the same folder and resumes there
+    ref = train_flow(
+        method="tfcsg",
+        preset="cpu",
+        steps=20,
+        init_from=model,
+        keywords=kw["fingerprint"],
+        options=OPTIONS,
+        root=str(root),
+    )
+    assert root / ref["path"] == out
+    manifest = read_manifest(out)
+    assert manifest["rows"]["steps"] == 20
+    assert manifest["rows"]["rows"] == 200 and manifest["rows"]["train_rows"] + manifest["rows"]["heldout_rows"] == 200
+    assert "truncated_questions" in manifest["rows"] and manifest["summary"]["lm_head_loaded"] is False
+    assert manifest["config"]["losses"] == LOSSES and manifest["upstream"] == [kw]
+    info = json.loads((out / "export" / "gur_export.json").read_text())
+    assert info["method"] == "tfcsg" and info["losses"] == LOSSES and info["keywords_fingerprint"] == kw["fingerprint"]
+
+    # an uninterrupted run gives the same curve: resume is exact
+    whole = dataclasses.replace(cfg, out_dir=str(tmp_path / "whole"), export=False)
+    assert train_loop(whole)["complete"]
+
+    def curve(folder: Path) -> list[dict]:
+        ckpt = torch.load(folder / "checkpoints" / "step-00000020.pt", weights_only=False)
+        return [{k: r.get(k) for k in COMPARED} for r in ckpt["metrics"]]
+
+    resumed, straight = curve(out), curve(tmp_path / "whole")
+    assert [r["step"] for r in resumed] == [0, 2, 4, 5, 6, 8, 10, 12, 14, 15, 16, 18, 20]
+    assert resumed == straight
+    assert all(r["kl_loss"] is not None and r["s2s_loss"] is not None for r in resumed[1:])
+
+    # the export loads as a SentenceTransformer and gives the trained model's vectors
+    texts = [r["title"] for r in titles(5)]
+    st = SentenceTransformer(str(out / "export"), device="cpu").encode(texts, convert_to_tensor=True)
+    trained = TfcsgModel(str(out / "export"), pooling="mean").eval()
+    batch = AutoTokenizer.from_pretrained(str(out / "export"))(texts, padding=True, return_tensors="pt")
+    assert torch.allclose(st, trained.embed(batch["input_ids"], batch["attention_mask"]), atol=1e-5)
+
+    result = evaluate(
+        models=[str(out / "export"), "minilm"],
+        stackoverflow=str(setup["labelled"]),
+        stsb=[],
+        lee=False,
+        demo_retrieval=False,
+        root=str(root),
+    )
+    import duckdb
+
+    con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
+    rows = con.execute(
+        "SELECT model, value FROM metrics WHERE task = 'question_retrieval' AND metric = 'precision' AND k = 1"
+    ).fetchall()
+    con.close()
+    values = dict(rows)
+    assert set(values) == {"tfcsg", "minilm"} and all(0.0 < v <= 1.0 for v in values.values())
+    assert Path(result["report"]).exists()
+
+
+def test_simcse_on_a_text_file(setup):
+    from flows.train import train_flow
+    from storage.manifest import read_manifest
+
+    options = dict(OPTIONS, losses="cl", text_field="title", eval_every=0)
+    ref = train_flow(
+        method="simcse",
+        preset="cpu",
+        steps=4,
+        init_from=str(setup["model"]),
+        texts=str(setup["questions"]),
+        options=options,
+        root=str(setup["root"]),
+    )
+    manifest = read_manifest(setup["root"] / ref["path"])
+    assert manifest["inputs"] == {"file": str(setup["questions"])} and manifest["upstream"] == []
+    assert manifest["config"]["method"] == "simcse" and manifest["config"]["negatives"] == "topic-masked"
+    with pytest.raises(ValueError, match="simcse trains the `cl` loss alone"):
+        train_flow(
+            method="simcse",
+            preset="cpu",
+            steps=4,
+            init_from=str(setup["model"]),
+            texts=str(setup["questions"]),
+            options=dict(options, losses="kw"),
+            root=str(setup["root"]),
+        )
