@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 # Before Prefect is imported: no telemetry, and room for a slow first ephemeral-server start.
@@ -267,8 +268,87 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from deployments.serve import serve_all
 
-    serve_all()
+    config = str(Path(args.nightly_config).resolve()) if args.nightly_config else None
+    serve_all(cron=args.cron, timezone=args.timezone, schedules=not args.no_schedules, nightly_config=config)
     return 0
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from flows.nightly_retrain import nightly_retrain
+
+    row = nightly_retrain(config_path=str(Path(args.config).resolve()) if args.config else None, root=args.root)
+    print(f"\n{row['decision']}: {row['reason']}")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from storage.layout import data_root
+    from tasks.champion import history, read_champion
+
+    root = data_root(args.root)
+    champion = read_champion(root)
+    if champion is None:
+        print(f"no champion yet under {root / 'models'} (run `gur nightly` or `gur promote EXPORT`)")
+        return 0
+    print(f"champion #{champion['number']}: {champion['export']}")
+    rows = []
+    for p in history(root):
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(p["promoted_at"]))
+        metrics = p.get("metrics") or {}
+        shown = ", ".join(f"{k.split('/', 1)[-1]}={v:.3f}" for k, v in sorted(metrics.items())[:3])
+        mark = "*" if p["number"] == champion["number"] else ""
+        rows.append((f"{mark}{p['number']}", when, p.get("method", "manual"), p["export"], shown))
+    print(format_table(["#", "promoted", "method", "export", "metrics"], rows, max_width=70))
+    print('\ndecisions: gur sql "SELECT created_at, decision, reason FROM promotions ORDER BY created_at"')
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from storage.layout import data_root
+    from tasks.champion import read_champion, record_decision, set_champion
+
+    root = data_root(args.root)
+    export = Path(args.export).resolve()
+    if not (export / "modules.json").exists() and not (export / "config.json").exists():
+        raise FileNotFoundError(f"{export}: not a model folder (no modules.json or config.json)")
+    before = read_champion(root)
+    pointer = set_champion(root, {"export": str(export), "method": "manual", "metrics": {}})
+    record_decision(
+        root,
+        {
+            "decision": "manual",
+            "reason": args.reason or "promoted by hand (gur promote)",
+            "candidate": str(export),
+            "champion": before["export"] if before else None,
+        },
+    )
+    print(f"champion #{pointer['number']}: {export}")
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from storage.layout import data_root
+    from tasks.champion import record_decision, rollback
+
+    root = data_root(args.root)
+    current, restored = rollback(root)
+    record_decision(
+        root,
+        {
+            "decision": "rollback",
+            "reason": f"champion #{current['number']} rolled back to #{restored['number']}",
+            "candidate": restored["export"],
+            "champion": current["export"],
+        },
+    )
+    print(f"champion is #{restored['number']} again: {restored['export']} (was #{current['number']})")
+    return 0
+
+
+def nightly_example() -> str:
+    from tasks import nightly_config
+
+    return nightly_config.__doc__.split("\n\n", 1)[1].split("\nMetric names")[0]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -462,8 +542,35 @@ examples:
     catalog.add_argument("--refresh", action="store_true", help="rebuild the views first (e.g. after moving the root)")
     catalog.set_defaults(func=cmd_catalog)
 
-    serve = sub.add_parser("serve", help="serve the deployments (needs `prefect server start` and PREFECT_API_URL)")
+    serve = sub.add_parser(
+        "serve",
+        help="serve the deployments (needs `prefect server start` and PREFECT_API_URL)",
+        description="Serve every deployment from this process; nightly-retrain runs on a cron schedule.",
+    )
+    serve.add_argument("--cron", default="0 2 * * *", help="nightly-retrain schedule (default: '0 2 * * *')")
+    serve.add_argument("--timezone", default="UTC", help="timezone of the cron schedule (default: UTC)")
+    serve.add_argument("--no-schedules", action="store_true", help="serve nightly-retrain without its schedule")
+    serve.add_argument("--nightly-config", default=None, help="nightly.toml (default: <root>/nightly.toml)")
     serve.set_defaults(func=cmd_serve)
+
+    nightly = sub.add_parser(
+        "nightly",
+        help="run nightly-retrain once now (what the schedule runs)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="One nightly-retrain run: data stages on the corpus, a candidate trained from the champion,\n"
+        "candidate vs champion on the frozen evaluation suite, and the gate. The config file:\n\n" + nightly_example(),
+    )
+    nightly.add_argument("--config", default=None, help="the config file (default: <root>/nightly.toml)")
+    nightly.set_defaults(func=cmd_nightly)
+
+    models = sub.add_parser("models", help="the champion model and every earlier one")
+    models.set_defaults(func=cmd_models)
+    promote = sub.add_parser("promote", help="make a model folder the champion by hand (recorded)")
+    promote.add_argument("export", help="a model folder, e.g. data/train/<fingerprint>/export")
+    promote.add_argument("--reason", default="", help="why (goes into the promotions table)")
+    promote.set_defaults(func=cmd_promote)
+    rollback = sub.add_parser("rollback", help="make the previous champion the champion again (recorded)")
+    rollback.set_defaults(func=cmd_rollback)
     return parser
 
 

@@ -111,7 +111,8 @@ class TfcsgModel(nn.Module):
         """Logits at the labelled positions only (the vocabulary projection is the costly part) and their labels."""
         ids, mask, segments = batch["s2s_input_ids"], batch["s2s_attention_mask"], batch["s2s_segments"]
         allowed = seq2seq_attention_mask(segments, mask)  # (B, T, T)
-        dtype = self.encoder.dtype if not torch.is_autocast_enabled() else torch.get_autocast_dtype(ids.device.type)
+        device = ids.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else self.encoder.dtype
         additive = torch.zeros(allowed.shape, dtype=dtype, device=ids.device)
         additive = additive.masked_fill(~allowed, torch.finfo(dtype).min)[:, None]  # (B, 1, T, T)
         hidden = self.hidden(ids, additive, token_type_ids=segments.clamp(max=self._type_vocab() - 1))

@@ -68,6 +68,18 @@ def test_s2s_logits_see_the_question_and_only_earlier_keywords(world):
     assert not torch.isclose(logits[:row0], logits3[:row0], atol=1e-6).all(dim=-1).any()
 
 
+def test_s2s_runs_under_bf16_autocast(world):
+    """The additive seq2seq mask takes the autocast dtype (SDPA refuses a float mask of another dtype)."""
+    torch.manual_seed(0)
+    model = TfcsgModel(world["model"], dropout=0.0).eval()
+    batch = data(world).collate(np.arange(4))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, _ = model.s2s_logits(batch)
+    full, _ = model.s2s_logits(batch)
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits.float()).all()
+    assert torch.allclose(logits.float(), full, atol=0.1, rtol=0.05)
+
+
 @pytest.mark.parametrize(
     "losses, trained, untouched",
     [

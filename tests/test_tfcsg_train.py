@@ -192,3 +192,24 @@ def test_simcse_on_a_text_file(setup):
             options=dict(options, losses="kw"),
             root=str(setup["root"]),
         )
+
+
+def test_two_process_ddp_tfcsg_on_cpu(setup, tmp_path):
+    """The same loop under torchrun (gloo): each rank takes its half of every global batch."""
+    from flows.train import resolve_config
+    from tasks.train_task import train_config
+
+    root, kw, model = setup["root"], setup["keywords"], str(setup["model"])
+    config = resolve_config("tfcsg", "cpu", None, None, None, model, "lm+cl", dict(OPTIONS, epochs=1.0))
+    cfg = train_config(config, out_dir=str(tmp_path / "ddp"), questions=str(root / kw["path"]))
+    (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(dataclasses.replace(cfg, export=False))))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    cmd += ["-m", "models.train_loop", "--config", str(tmp_path / "cfg.json")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "ddp" / "summary.json").read_text())
+    train_rows = summary["data"]["train_rows"]
+    assert summary["complete"] and summary["step"] == -(-train_rows // (2 * OPTIONS["batch_size"]))  # one epoch
+    ckpt = torch.load(sorted((tmp_path / "ddp" / "checkpoints").glob("*.pt"))[-1], weights_only=False)
+    assert ckpt["world_size"] == 2 and ckpt["data"][0] == ckpt["data"][1]  # one shared batch counter

@@ -1,0 +1,184 @@
+"""Nightly retraining in process: the gate by hand, first night promotes, an unchanged corpus is a no-op,
+a destroyed candidate is refused, manual promote and rollback, the root lock, the config's errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from tiny_bert import tiny_bert, titles  # noqa: E402
+
+from tasks.champion import (  # noqa: E402
+    NightlyBusy,
+    gate,
+    history,
+    read_champion,
+    record_decision,
+    rollback,
+    root_lock,
+    set_champion,
+)
+from tasks.nightly_config import load_nightly_config  # noqa: E402
+
+PRIMARY = "stackoverflow-labelled/question_retrieval/precision@1"
+
+
+def test_gate_by_hand():
+    champ = {"p": 0.80, "s": 0.85}
+    assert gate({"p": 0.82, "s": 0.845}, champ, "p", 0.01, {"s": 0.01}).promote
+    refused = gate({"p": 0.805, "s": 0.85}, champ, "p", 0.01, {"s": 0.01})
+    assert not refused.promote and "gain +0.0050 < 0.01" in refused.reason
+    guard = gate({"p": 0.90, "s": 0.80}, champ, "p", 0.0, {"s": 0.01})
+    assert not guard.promote and "guard s drops 0.0500" in guard.reason
+    missing = gate({"s": 0.9}, champ, "p", 0.0, {})
+    assert not missing.promote and "p was not measured for the candidate" in missing.reason
+    assert gate({"p": 0.80}, {"p": 0.80}, "p", 0.0, {}).promote  # a tie passes a zero margin
+
+
+def test_champion_pointer_history_and_rollback(tmp_path):
+    assert read_champion(tmp_path) is None
+    first = set_champion(tmp_path, {"export": "/a"})
+    second = set_champion(tmp_path, {"export": "/b"})
+    assert (first["number"], second["number"]) == (1, 2) and read_champion(tmp_path)["export"] == "/b"
+    assert not list((tmp_path / "models").glob(".*tmp"))  # atomic writes leave no temp files
+    current, restored = rollback(tmp_path)
+    assert current["export"] == "/b" and restored["export"] == "/a" and read_champion(tmp_path)["export"] == "/a"
+    with pytest.raises(ValueError, match="is the first"):
+        rollback(tmp_path)
+    assert [p["export"] for p in history(tmp_path)] == ["/a", "/b"]  # nothing is deleted
+
+
+def test_lock_refuses_a_second_holder_and_frees_on_exit(tmp_path):
+    with root_lock(tmp_path, "flow run 'first'"):
+        with pytest.raises(NightlyBusy, match="held by flow run 'first'"):
+            with root_lock(tmp_path, "flow run 'second'"):
+                pass
+    with root_lock(tmp_path, "flow run 'third'"):  # released
+        pass
+
+
+def test_config_errors_name_the_file_and_key(tmp_path):
+    path = tmp_path / "nightly.toml"
+    path.write_text('[corpus]\npath = "docs"\n[train]\nmethd = "tfcsg"\n[evaluate]\nstsb = ["a.csv"]\n')
+    with pytest.raises(ValueError, match=r"nightly.toml: \[train\] has unknown keys \['methd'\]"):
+        load_nightly_config(path)
+    path.write_text('[corpus]\npath = "docs"\n')
+    with pytest.raises(ValueError, match=r"\[evaluate\] names no set"):
+        load_nightly_config(path)
+    path.write_text('[corpus]\npath = "docs"\n[evaluate]\nstsb = ["dev.csv"]\n')
+    cfg = load_nightly_config(path)
+    assert cfg.corpus.path == str(tmp_path / "docs") and cfg.evaluate.stsb == [str(tmp_path / "dev.csv")]
+
+
+def write_config(path: Path, corpus: Path, labelled: Path, model: Path, lr: float) -> Path:
+    options = f"{{batch_size = 8, eval_every = 0, threads = 1, lr = {lr}, ckpt_every = 100}}"
+    path.write_text(
+        f"""[corpus]
+path = "{corpus}"
+text_field = "title"
+title_field = ""
+
+[train]
+method = "tfcsg"
+init_from = "{model}"
+preset = "cpu"
+steps = 12
+options = {options}
+
+[keywords]
+k = 10
+
+[evaluate]
+stackoverflow = "{labelled}"
+
+[gate]
+primary = "{PRIMARY}"
+margin = 0.0
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def nightly(tmp_path_factory):
+    base = tmp_path_factory.mktemp("nightly")
+    rows = titles(240)
+    corpus = base / "questions.tsv"
+    with open(corpus, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, delimiter="\t").writerows([["id", "title"], *([r["id"], r["title"]] for r in rows)])
+    labelled = base / "labelled.tsv"
+    with open(labelled, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, delimiter="\t").writerows(
+            [["id", "title", "tag"], *([r["id"], r["title"], r["tag"]] for r in rows)]
+        )
+    model = tiny_bert(base / "tiny-bert", [r["title"] for r in rows])
+    return {"base": base, "corpus": corpus, "labelled": labelled, "model": model, "root": base / "data"}
+
+
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.slow
+def test_nights(nightly):
+    from flows.nightly_retrain import nightly_retrain
+    from gur_cli import main as gur
+
+    root, base = nightly["root"], nightly["base"]
+    good = write_config(base / "good.toml", nightly["corpus"], nightly["labelled"], nightly["model"], lr=1e-3)
+
+    first = nightly_retrain(config_path=str(good), root=str(root))
+    assert first["decision"] == "promoted", first["reason"]
+    assert "against the initial model" in first["reason"]
+    champion = read_champion(root)
+    assert champion["export"] == first["candidate"] and champion["number"] == 1
+    assert first["candidate_metrics"][PRIMARY] >= first["champion_metrics"][PRIMARY]
+
+    second = nightly_retrain(config_path=str(good), root=str(root))
+    assert second["decision"] == "nothing-new" and read_champion(root) == champion
+
+    worse = write_config(base / "worse.toml", nightly["corpus"], nightly["labelled"], nightly["model"], lr=3.0)
+    third = nightly_retrain(config_path=str(worse), root=str(root))
+    assert third["decision"] == "refused", third["reason"]
+    assert third["champion"] == champion["export"] and "against champion #1" in third["reason"]
+    assert third["candidate_metrics"][PRIMARY] < third["champion_metrics"][PRIMARY]
+    assert read_champion(root) == champion  # the pointer stays
+
+    # a second run while one holds the data root is refused at once, naming the holder
+    with root_lock(root, "flow run 'busy-test'"):
+        with pytest.raises(NightlyBusy, match="busy-test"):
+            nightly_retrain(config_path=str(good), root=str(root))
+
+    # by hand: promote the refused candidate, then roll back to the nightly champion
+    assert gur(["--root", str(root), "promote", third["candidate"], "--reason", "test"]) == 0
+    assert read_champion(root)["export"] == third["candidate"]
+    assert gur(["--root", str(root), "rollback"]) == 0
+    assert read_champion(root)["export"] == champion["export"] and read_champion(root)["number"] == 1
+
+    from storage.catalog import refresh_catalog
+
+    refresh_catalog(root)  # the CLI commands above do not touch the catalog
+    con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
+    decisions = con.execute("SELECT decision FROM promotions ORDER BY created_at").fetchall()
+    metrics = con.execute("SELECT candidate_metrics FROM promotions WHERE decision = 'refused'").fetchone()[0]
+    con.close()
+    assert [d for (d,) in decisions] == ["promoted", "nothing-new", "refused", "manual", "rollback"]
+    assert PRIMARY in json.loads(metrics)
+
+
+def test_decision_rows_are_a_catalog_view(tmp_path):
+    from storage.catalog import refresh_catalog
+
+    record_decision(
+        tmp_path, {"decision": "promoted", "reason": "r", "candidate": "/c", "candidate_metrics": {"m": 1.0}}
+    )
+    refresh_catalog(tmp_path)
+    con = duckdb.connect(str(tmp_path / "catalog.duckdb"), read_only=True)
+    row = con.execute("SELECT decision, candidate, candidate_metrics FROM promotions").fetchone()
+    con.close()
+    assert row == ("promoted", "/c", '{"m": 1.0}')
