@@ -26,6 +26,7 @@ from prefect import flow
 from storage.fingerprint import fingerprint
 from storage.layout import data_root
 from storage.stage_output import ref_dir
+from tasks.catalog_task import update_catalog
 from tasks.champion import gate, read_champion, record_decision, root_lock, set_champion
 from tasks.nightly_config import CONFIG_NAME, NightlyConfig, load_nightly_config
 from tasks.progress import current_logger
@@ -144,6 +145,7 @@ def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
         row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name}
         record_decision(base, row)
+        update_catalog(str(base), [data])
         publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, []))
         print(f"{reason}; {time.time() - started:.1f} s")
         return row
@@ -202,6 +204,7 @@ def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         }
         set_champion(base, pointer)
     record_decision(base, row)
+    update_catalog(str(base), [data, ref, result["metrics"]])
     names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))
     publish(decision_markdown(verdict, reason, candidate, reference, metrics, names))
     print(f"{verdict}: {reason}; {time.time() - started:.0f} s")

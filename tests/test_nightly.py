@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -182,3 +183,41 @@ def test_decision_rows_are_a_catalog_view(tmp_path):
     row = con.execute("SELECT decision, candidate, candidate_metrics FROM promotions").fetchone()
     con.close()
     assert row == ("promoted", "/c", '{"m": 1.0}')
+
+
+@pytest.mark.slow
+def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champion(nightly, tmp_path):
+    """`gur nightly` (and its trainer) SIGKILLed once a checkpoint exists; the next night continues from it."""
+    import os
+    import signal
+    import subprocess
+
+    from tiny_bert import REPO
+
+    root = tmp_path / "data"
+    config = write_config(tmp_path / "n.toml", nightly["corpus"], nightly["labelled"], nightly["model"], lr=1e-3)
+    config.write_text(
+        config.read_text().replace("steps = 12", "steps = 400").replace("ckpt_every = 100", "ckpt_every = 5")
+    )
+    cmd = [sys.executable, "-m", "gur_cli", "--root", str(root), "nightly", "--config", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not list(root.glob("train/*/checkpoints/step-*.pt")) and time.monotonic() < deadline:
+            assert proc.poll() is None, "gur nightly ended before its first checkpoint"
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the process group: gur, the Prefect server, the trainer
+        proc.wait()
+    saved = sorted(root.glob("train/*/checkpoints/step-*.pt"))
+    assert saved and not (root / "models" / "champion.json").exists()
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    output = again.stdout + again.stderr
+    assert again.returncode == 0, output[-3000:]
+    assert f"resumed from {saved[-1].name}" in output or "resumed from step-" in output, output[-3000:]
+    assert len(list(root.glob("train/*/_manifest.json"))) == 1  # the same run folder, finished
+    assert read_champion(root)["number"] == 1
+    assert not list((root / "models").glob(".*.tmp"))

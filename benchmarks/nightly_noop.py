@@ -1,0 +1,92 @@
+"""How quickly a night on an unchanged corpus ends ("nothing new"), Prefect's overhead included.
+
+    .venv/bin/python benchmarks/nightly_noop.py [--workdir /tmp/gur-nightly] [--repeat 3]
+
+Corpus: the 16,000 StackOverflow titles; method tfcsg from MiniLM for 5 steps (the candidate's
+quality is not the point here); evaluation on STS-B en dev. Measures, wall clock:
+1. the first night (ingest, keywords, train, evaluate both models, gate, promote);
+2. a nothing-new night in the same process (Prefect already up);
+3. a nothing-new night as a fresh `gur nightly` process, as cron would start it (ephemeral
+   Prefect server start-up included), `--repeat` times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+SHARED = REPO.parent / "shared" / "data"
+
+CONFIG = """[corpus]
+path = "{corpus}"
+text_field = "title"
+title_field = ""
+
+[train]
+method = "tfcsg"
+preset = "cpu"
+steps = 5
+
+[evaluate]
+stsb = ["{stsb}"]
+
+[gate]
+primary = "stsb-en-dev/sts/spearman"
+margin = -1.0
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workdir", default="/tmp/gur-nightly")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    work = Path(args.workdir).resolve()
+    root = work / "data"
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "nightly.toml"
+    config.write_text(
+        CONFIG.format(corpus=SHARED / "stackoverflow" / "train.tsv", stsb=SHARED / "stsb" / "stsb-en-dev.csv")
+    )
+    from flows.nightly_retrain import nightly_retrain
+
+    t0 = time.perf_counter()
+    first = nightly_retrain(config_path=str(config), root=str(root))
+    first_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    again = nightly_retrain(config_path=str(config), root=str(root))
+    warm_s = time.perf_counter() - t0
+    cold = []
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [str(Path(sys.executable).parent / "gur"), "--root", str(root), "nightly"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        cold.append(time.perf_counter() - t0)
+        if proc.returncode != 0 or "nothing-new" not in proc.stdout:
+            raise SystemExit(proc.stdout[-2000:] + proc.stderr[-2000:])
+    print(f"\nfirst night: {first['decision']} in {first_s:.1f} s")
+    print(f"nothing-new night, same process: {again['decision']} in {warm_s:.1f} s")
+    print(
+        f"nothing-new night, fresh `gur nightly` process: median {statistics.median(cold):.1f} s "
+        f"(min {min(cold):.1f}, max {max(cold):.1f}, n={len(cold)})"
+    )
+
+
+if __name__ == "__main__":
+    main()
