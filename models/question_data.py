@@ -166,11 +166,12 @@ class QuestionData:
             mask[i, : len(r)] = 1
         return ids, mask
 
-    def collate(self, rows: np.ndarray) -> dict[str, torch.Tensor]:
+    def collate(self, rows: np.ndarray, keywords: bool | None = None) -> dict[str, torch.Tensor]:
+        """`keywords`: include the keyword sequences (default: when the losses need them)."""
         cls, sep = self.tok.cls_token_id, self.tok.sep_token_id
         batch: dict[str, torch.Tensor] = {}
         batch["input_ids"], batch["attention_mask"] = self._pad([[cls, *self.q_ids[i], sep] for i in rows])
-        if self.config.need_keywords:
+        if self.config.need_keywords if keywords is None else keywords:
             batch["kw_input_ids"], batch["kw_attention_mask"] = self._pad([[cls, *self.kw_ids[i], sep] for i in rows])
         if self.config.need_s2s:
             seqs, segments, labels = [], [], []
@@ -189,11 +190,13 @@ class QuestionData:
         return batch
 
     def heldout_batches(self, batch_size: int, limit: int) -> list[dict[str, torch.Tensor]]:
-        """Fixed held-out batches of (question, keywords) for in-batch accuracy; empty without keywords."""
+        """Fixed held-out batches of (question, keywords) for in-batch accuracy (SimCSE too, as a yardstick
+        shared with TFCSG); empty without keywords."""
         if self.questions.keywords is None:
             return []
         rows = self.heldout_rows[:limit]
-        return [self.collate(rows[i : i + batch_size]) for i in range(0, len(rows) - batch_size + 1, batch_size)]
+        starts = range(0, len(rows) - batch_size + 1, batch_size)
+        return [self.collate(rows[i : i + batch_size], keywords=True) for i in starts]
 
 
 class QuestionStream:

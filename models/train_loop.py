@@ -605,7 +605,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             n_tokens = sum(gather(tokens, world))
             row = {"step": step, "lr": lr, "loss": float(stats[0]), "tokens_per_s": n_tokens / max(elapsed, 1e-9)}
             row.update({part_name(k): float(v) for k, v in zip(parts_sum, stats[1:], strict=True)})
-            if eval_now and master:
+            if eval_now and master and eval_batches:
                 row.update(evaluate(model, eval_batches, device, cfg, recipe.eval_pair))
             metrics.append(row)
             if master:

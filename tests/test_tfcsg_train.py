@@ -165,11 +165,11 @@ def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
     assert Path(result["report"]).exists()
 
 
-def test_simcse_on_a_text_file(setup):
+def test_simcse_on_a_text_file_and_on_keywords(setup):
     from flows.train import train_flow
     from storage.manifest import read_manifest
 
-    options = dict(OPTIONS, losses="cl", text_field="title", eval_every=0)
+    options = dict(OPTIONS, losses="cl", text_field="title")
     ref = train_flow(
         method="simcse",
         preset="cpu",
@@ -182,6 +182,20 @@ def test_simcse_on_a_text_file(setup):
     manifest = read_manifest(setup["root"] / ref["path"])
     assert manifest["inputs"] == {"file": str(setup["questions"])} and manifest["upstream"] == []
     assert manifest["config"]["method"] == "simcse" and manifest["config"]["negatives"] == "topic-masked"
+    assert manifest["summary"]["heldout_acc"] == []  # a plain text file has no keyword sequences to score
+    # on a keywords output SimCSE trains on the questions and is scored like TFCSG (question -> own keywords)
+    ref = train_flow(
+        method="simcse",
+        preset="cpu",
+        steps=4,
+        init_from=str(setup["model"]),
+        keywords=setup["keywords"]["fingerprint"],
+        options={k: v for k, v in OPTIONS.items() if k not in ("losses", "negatives")},
+        root=str(setup["root"]),
+    )
+    manifest = read_manifest(setup["root"] / ref["path"])
+    assert manifest["config"]["losses"] == "cl" and manifest["config"]["negatives"] == "all"
+    assert [step for step, _ in manifest["summary"]["heldout_acc"]] == [0, 4]
     with pytest.raises(ValueError, match="simcse trains the `cl` loss alone"):
         train_flow(
             method="simcse",
