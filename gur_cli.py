@@ -455,9 +455,9 @@ methods:
 presets (tfcsg / simcse; default auto: paper on a GPU, cpu otherwise, printed at the start):
   paper   the TFCSG paper: Adam lr 3e-5, batch 32, 10 epochs, max length 32, [CLS] pooling,
           losses cl+kl+s2s, every in-batch negative
-  cpu     16,000 titles in under 30 minutes on 2 cores: 1 epoch, batch 64, mean pooling, losses kw
-          (question vs its own keyword sequence) with same-topic negatives masked; cuts the
-          paper's 10 epochs to 1 and its three losses to the one that measured best
+  cpu     16,000 titles in under 30 minutes on 2 cores: 1 epoch, batch 64, mean pooling, losses
+          kw+s2s (question vs its own keyword sequence, plus keyword generation) with same-topic
+          negatives masked; cuts the paper's 10 epochs to 1 and takes the losses that measured best
   gur: tiny (CPU tests) or small (GUR-Small, the default)
 
 examples:
@@ -491,7 +491,7 @@ examples:
     tr.add_argument("--texts", default=None, help="simcse: a .tsv/.csv/.jsonl/.parquet file of texts instead")
     tr.add_argument("--text-field", default=None, help="column with the text (default: text)")
     tr.add_argument(
-        "--losses", default=None, help="tfcsg: '+'-joined cl, kl, s2s, kw (paper: cl+kl+s2s; cpu preset: kw)"
+        "--losses", default=None, help="tfcsg: '+'-joined cl, kl, s2s, kw (paper: cl+kl+s2s; cpu preset: kw+s2s)"
     )
     tr.add_argument(
         "--negatives", default=None, choices=["all", "topic-masked"], help="tfcsg/simcse: in-batch negatives"

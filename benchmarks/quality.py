@@ -41,13 +41,14 @@ SHARED = REPO.parent / "shared" / "data"
 
 # name -> (method, TrainConfig overrides); run with every seed when in SEEDED, else with the first seed
 TRAINED: dict[str, tuple[str, dict]] = {
-    "tfcsg": ("tfcsg", {}),  # the default (preset cpu: kw, topic-masked)
+    "tfcsg": ("tfcsg", {}),  # the default (preset cpu: kw+s2s, topic-masked)
     "simcse": ("simcse", {}),  # plain unsupervised SimCSE, every in-batch negative
     "paper: cl+kl+s2s": ("tfcsg", {"losses": "cl+kl+s2s", "negatives": "all"}),
     "cl, topic-masked": ("tfcsg", {"losses": "cl"}),
     "cl+kl": ("tfcsg", {"losses": "cl+kl"}),
     "cl+s2s": ("tfcsg", {"losses": "cl+s2s"}),
     "cl+kl+s2s": ("tfcsg", {"losses": "cl+kl+s2s"}),
+    "kw": ("tfcsg", {"losses": "kw"}),
     "kw, all negatives": ("tfcsg", {"losses": "kw", "negatives": "all"}),
     "kw+cl": ("tfcsg", {"losses": "kw+cl"}),
     "kw+kl": ("tfcsg", {"losses": "kw+kl"}),

@@ -139,7 +139,7 @@ class TfcsgLoss(nn.Module):
     def __init__(
         self,
         model: TfcsgModel,
-        losses: str = "kw",
+        losses: str = "kw+s2s",
         temperature: float = 0.05,
         negatives: str = "topic-masked",
         kl_weight: float = 1.0,

@@ -104,7 +104,7 @@ class TrainConfig:
     # `init_from`, `heldout_fraction`, `eval_batch` and `eval_pairs` apply to them too.
     questions: str = ""  # a keywords stage folder, or a file / folder with a text column
     text_field: str = "text"
-    losses: str = "kw"  # '+'-joined from cl, kl, s2s, kw
+    losses: str = "kw+s2s"  # '+'-joined from cl, kl, s2s, kw
     negatives: str = "topic-masked"  # all | topic-masked
     max_len: int = 32  # tokens of a question (and of its keyword sequence), [CLS] and [SEP] included
     batch_size: int = 64
