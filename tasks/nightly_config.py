@@ -17,7 +17,8 @@
     [keywords]                   # tfcsg: GSDMM on the corpus
     k = 30
 
-    [evaluate]                   # the frozen suite both models are scored on
+    [evaluate]                   # the frozen suite both models are scored on (without the section:
+                                 # ../shared/data StackOverflow titles and STS-B en dev)
     stackoverflow = ""           # question TSV with tags ("" = none)
     stsb = []                    # STS-B CSVs
     beir = []                    # BEIR folders
@@ -40,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 CONFIG_NAME = "nightly.toml"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DEFAULT_STACKOVERFLOW = SHARED_DATA / "stackoverflow" / "train.tsv"
+DEFAULT_STSB = SHARED_DATA / "stsb" / "stsb-en-dev.csv"
 SECTIONS = ("corpus", "train", "keywords", "evaluate", "gate")
 
 
@@ -128,13 +132,16 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
     if train.method not in ("tfcsg", "gur"):
         raise ValueError(f"{source}: [train] method must be 'tfcsg' or 'gur', not {train.method!r}")
     train = TrainSection(**{**train.__dict__, "init_from": _absolute(train.init_from, base)})
-    evaluate = _section(EvaluateSection, data.get("evaluate", {}), "evaluate", source)
-    evaluate = EvaluateSection(
-        stackoverflow=_absolute(evaluate.stackoverflow, base),
-        stsb=[_absolute(p, base) for p in evaluate.stsb],
-        beir=[_absolute(p, base) for p in evaluate.beir],
-        question_queries=evaluate.question_queries,
-    )
+    if "evaluate" in data:
+        evaluate = _section(EvaluateSection, data["evaluate"], "evaluate", source)
+        evaluate = EvaluateSection(
+            stackoverflow=_absolute(evaluate.stackoverflow, base),
+            stsb=[_absolute(p, base) for p in evaluate.stsb],
+            beir=[_absolute(p, base) for p in evaluate.beir],
+            question_queries=evaluate.question_queries,
+        )
+    else:  # the default suite: the StackOverflow titles and STS-B en dev beside the repository
+        evaluate = EvaluateSection(stackoverflow=str(DEFAULT_STACKOVERFLOW), stsb=[str(DEFAULT_STSB)])
     if not (evaluate.stackoverflow or evaluate.stsb or evaluate.beir):
         raise ValueError(f"{source}: [evaluate] names no set (stackoverflow, stsb or beir)")
     gate = _section(GateSection, data.get("gate", {}), "gate", source)

@@ -70,9 +70,12 @@ def test_config_errors_name_the_file_and_key(tmp_path):
     path.write_text('[corpus]\npath = "docs"\n[train]\nmethd = "tfcsg"\n[evaluate]\nstsb = ["a.csv"]\n')
     with pytest.raises(ValueError, match=r"nightly.toml: \[train\] has unknown keys \['methd'\]"):
         load_nightly_config(path)
-    path.write_text('[corpus]\npath = "docs"\n')
+    path.write_text('[corpus]\npath = "docs"\n[evaluate]\nstsb = []\n')
     with pytest.raises(ValueError, match=r"\[evaluate\] names no set"):
         load_nightly_config(path)
+    path.write_text('[corpus]\npath = "docs"\n')  # no [evaluate]: the default suite
+    suite = load_nightly_config(path).evaluate
+    assert suite.stackoverflow.endswith("stackoverflow/train.tsv") and suite.stsb[0].endswith("stsb-en-dev.csv")
     path.write_text('[corpus]\npath = "docs"\n[evaluate]\nstsb = ["dev.csv"]\n')
     cfg = load_nightly_config(path)
     assert cfg.corpus.path == str(tmp_path / "docs") and cfg.evaluate.stsb == [str(tmp_path / "dev.csv")]
