@@ -74,18 +74,24 @@ PUBLISHED = {
 COLUMNS = ("P@1", "P@5", "P@10", "MAP", "MRR", "STS-B")
 
 
+def cut_per_tag(rows: list[dict], percent: int) -> tuple[list[dict], list[dict]]:
+    """Per tag in the given order: the first (100 - p)% and the last p%."""
+    by_tag: dict[str, list[dict]] = {}
+    for row in rows:
+        by_tag.setdefault(row["tag"], []).append(row)
+    first, last = [], []
+    for tag_rows in by_tag.values():
+        cut = len(tag_rows) - round(len(tag_rows) * percent / 100)
+        first += tag_rows[:cut]
+        last += tag_rows[cut:]
+    return first, last
+
+
 def split_stackoverflow(path: Path, heldout_percent: int) -> tuple[list[dict], list[dict]]:
     """Per tag in file order: the first (100 - p)% train, the last p% held out."""
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
-    by_tag: dict[str, list[dict]] = {}
-    for row in rows:
-        by_tag.setdefault(row["tag"], []).append(row)
-    train, held = [], []
-    for tag_rows in by_tag.values():
-        cut = len(tag_rows) - round(len(tag_rows) * heldout_percent / 100)
-        train += tag_rows[:cut]
-        held += tag_rows[cut:]
+    train, held = cut_per_tag(rows, heldout_percent)
     key = lambda r: int(r["id"])  # noqa: E731 - back to file order
     return sorted(train, key=key), sorted(held, key=key)
 
@@ -149,14 +155,7 @@ def split_rows(path: Path, percent: int, split: str) -> tuple[list[dict], list[d
     """test: (training part, held-out part); dev: the training part split again the same way."""
     train_rows, held_rows = split_stackoverflow(path, percent)
     if split == "dev":  # the held-out part is not read at all
-        by_tag: dict[str, list[dict]] = {}
-        for row in train_rows:
-            by_tag.setdefault(row["tag"], []).append(row)
-        train_rows, held_rows = [], []
-        for tag_rows in by_tag.values():
-            cut = len(tag_rows) - round(len(tag_rows) * percent / 100)
-            train_rows += tag_rows[:cut]
-            held_rows += tag_rows[cut:]
+        train_rows, held_rows = cut_per_tag(train_rows, percent)
     return train_rows, held_rows
 
 

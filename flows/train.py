@@ -7,6 +7,7 @@ from typing import Any
 from prefect import flow
 
 from storage.layout import data_root
+from storage.stage_output import ref_complete
 from tasks.catalog_task import update_catalog
 from tasks.stage_cache import run_stage
 from tasks.train_task import file_ref, latest_ref, train
@@ -24,7 +25,7 @@ def question_source(base, keywords: str | None, texts: str | None, method: str) 
         return file_ref(texts)
     if keywords:
         ref = {"stage": "keywords", "fingerprint": keywords, "path": f"keywords/{keywords}"}
-        if not (base / ref["path"] / "_manifest.json").exists():
+        if not ref_complete(base, ref):
             raise FileNotFoundError(f"no complete keywords output {keywords!r} under {base} (see `gur catalog`)")
         return ref
     return latest_ref(base, "keywords")

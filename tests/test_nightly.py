@@ -3,7 +3,6 @@ a destroyed candidate is refused, manual promote and rollback, the root lock, th
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 import time
@@ -14,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_bert import tiny_bert, titles  # noqa: E402
+from tiny_bert import tiny_bert, titles, write_titles  # noqa: E402
 
 from tasks.champion import (  # noqa: E402
     NightlyBusy,
@@ -115,14 +114,7 @@ margin = 0.0
 def nightly(tmp_path_factory):
     base = tmp_path_factory.mktemp("nightly")
     rows = titles(240)
-    corpus = base / "questions.tsv"
-    with open(corpus, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, delimiter="\t").writerows([["id", "title"], *([r["id"], r["title"]] for r in rows)])
-    labelled = base / "labelled.tsv"
-    with open(labelled, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, delimiter="\t").writerows(
-            [["id", "title", "tag"], *([r["id"], r["title"], r["tag"]] for r in rows)]
-        )
+    corpus, labelled = write_titles(base, rows)
     model = tiny_bert(base / "tiny-bert", [r["title"] for r in rows])
     return {"base": base, "corpus": corpus, "labelled": labelled, "model": model, "root": base / "data"}
 

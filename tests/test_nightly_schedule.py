@@ -4,7 +4,6 @@ interval whose scheduled run completes on its own (the server's scheduler loop r
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -19,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from test_deployment_server import BIN, free_port, stop, wait_for  # noqa: E402
 from test_nightly import write_config  # noqa: E402
-from tiny_bert import REPO, tiny_bert, titles  # noqa: E402
+from tiny_bert import REPO, tiny_bert, titles, write_titles  # noqa: E402
 
 
 def api_get(url: str):
@@ -52,14 +51,7 @@ def wait_until(check, timeout: float, what: str, logs: Path):
 @pytest.mark.slow
 def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path):
     rows = titles(200)
-    corpus = tmp_path / "questions.tsv"
-    with open(corpus, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, delimiter="\t").writerows([["id", "title"], *([r["id"], r["title"]] for r in rows)])
-    labelled = tmp_path / "labelled.tsv"
-    with open(labelled, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, delimiter="\t").writerows(
-            [["id", "title", "tag"], *([r["id"], r["title"], r["tag"]] for r in rows)]
-        )
+    corpus, labelled = write_titles(tmp_path, rows)
     model = tiny_bert(tmp_path / "tiny-bert", [r["title"] for r in rows])
     root = tmp_path / "data"
     root.mkdir()

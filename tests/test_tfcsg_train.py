@@ -7,7 +7,6 @@ that MiniLM takes (AutoModelForMaskedLM, a new LM head tied to the embeddings).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import os
@@ -24,7 +23,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_bert import REPO, tiny_bert, titles  # noqa: E402
+from tiny_bert import REPO, tiny_bert, titles, write_titles  # noqa: E402
 
 LOSSES = "cl+kl+s2s+kw"  # every task, so every path of the loss runs
 OPTIONS = dict(
@@ -50,14 +49,7 @@ def setup(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("tfcsg")
     rows = titles(200)
-    questions = base / "questions.tsv"
-    with open(questions, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, delimiter="\t").writerows([["id", "title"], *([r["id"], r["title"]] for r in rows)])
-    labelled = base / "labelled.tsv"
-    with open(labelled, "w", encoding="utf-8", newline="") as f:
-        csv.writer(f, delimiter="\t").writerows(
-            [["id", "title", "tag"], *([r["id"], r["title"], r["tag"]] for r in rows)]
-        )
+    questions, labelled = write_titles(base, rows)
     root = base / "data"
     kw = mine_keywords(input_path=str(questions), text_field="title", title_field="", k=10, root=str(root))
     model = tiny_bert(base / "tiny-bert", [r["title"] for r in rows])

@@ -19,6 +19,18 @@ def titles(n: int) -> list[dict]:
         return list(itertools.islice(csv.DictReader(f, delimiter="\t"), n))
 
 
+def write_titles(folder: Path, rows: list[dict]) -> tuple[Path, Path]:
+    """`questions.tsv` (id, title: what training sees) and `labelled.tsv` (with the tag: what evaluation scores)."""
+    questions, labelled = folder / "questions.tsv", folder / "labelled.tsv"
+    with open(questions, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, delimiter="\t").writerows([["id", "title"], *([r["id"], r["title"]] for r in rows)])
+    with open(labelled, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, delimiter="\t").writerows(
+            [["id", "title", "tag"], *([r["id"], r["title"], r["tag"]] for r in rows)]
+        )
+    return questions, labelled
+
+
 def tiny_bert(folder: Path, texts: list[str]) -> Path:
     """A random 2-layer BERT with a word + character vocabulary of the texts (BERT's tokenizer)."""
     from transformers import BertConfig, BertModel, BertTokenizer
