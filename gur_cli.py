@@ -265,6 +265,30 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from storage.layout import data_root
+    from storage.stage_output import verify_outputs
+
+    root = data_root(args.root)
+    rows = verify_outputs(root, args.stage)
+    if not rows:
+        print(f"no complete {args.stage + ' ' if args.stage else ''}outputs under {root}")
+        return 0
+    shown = [(r["output"], r["files"], f"{r['bytes'] / 1e6:.1f} MB", r["status"]) for r in rows]
+    print(format_table(["output", "files", "size", "status"], shown, max_width=100))
+    damaged = [r for r in rows if r["status"] == "damaged"]
+    for r in damaged:
+        for problem in r["problems"]:
+            print(f"{r['output']}: {problem}")
+    unchecked = sum(r["status"] == "unchecked" for r in rows)
+    if unchecked:
+        print(f"{unchecked} outputs predate file inventories (no sizes or hashes to check)")
+    if damaged:
+        print(f"{len(damaged)} damaged outputs marked for rebuilding: the next run that needs them rebuilds them")
+        return 1
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from deployments.serve import serve_all
 
@@ -542,6 +566,18 @@ examples:
     catalog.add_argument("--refresh", action="store_true", help="rebuild the views first (e.g. after moving the root)")
     catalog.set_defaults(func=cmd_catalog)
 
+    verify = sub.add_parser(
+        "verify",
+        help="check every stage output's files against its manifest (sizes and SHA-256)",
+        description="Check every complete stage output (or one stage's) against the sizes and SHA-256 hashes\n"
+        "its manifest recorded. A damaged output is marked invalid (its manifest moves to _invalid.json):\n"
+        "readers stop using it and the next run that needs it rebuilds it. Exit status 1 when any was\n"
+        "damaged. (Every cache hit already checks sizes; hashes read every byte, so they are checked here.)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verify.add_argument("stage", nargs="?", default=None, help="one stage, e.g. shuffle (default: every stage)")
+    verify.set_defaults(func=cmd_verify)
+
     serve = sub.add_parser(
         "serve",
         help="serve the deployments (needs `prefect server start` and PREFECT_API_URL)",
@@ -582,9 +618,11 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
     except Exception as exc:  # a clear one-line message instead of a library traceback
+        from models.trainer_process import TrainerRunningError
+        from storage.catalog import CatalogBusyError
         from tasks.read_corpus import CorpusError
 
-        expected = (CorpusError, FileNotFoundError, ValueError)
+        expected = (CorpusError, FileNotFoundError, ValueError, TrainerRunningError, CatalogBusyError)
         if os.environ.get("GUR_DEBUG") != "1" and (
             isinstance(exc, expected) or type(exc).__module__.startswith("duckdb")
         ):

@@ -49,7 +49,7 @@ def main() -> None:
     from models.tfcsg import TfcsgModel
     from models.tfcsg_losses import contrastive_loss, kl_loss, topic_negative_mask
     from storage.layout import data_root
-    from tasks.train_task import latest_ref
+    from storage.stage_output import latest_ref
 
     source = args.keywords or str(data_root(None) / latest_ref(data_root(None), "keywords")["path"])
     tok = AutoTokenizer.from_pretrained(str(minilm_path()))

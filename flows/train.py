@@ -7,10 +7,10 @@ from typing import Any
 from prefect import flow
 
 from storage.layout import data_root
-from storage.stage_output import ref_complete
+from storage.stage_output import latest_ref, ref_complete
 from tasks.catalog_task import update_catalog
 from tasks.stage_cache import run_stage
-from tasks.train_task import file_ref, latest_ref, train
+from tasks.train_task import file_ref, train
 
 OBJECTIVES = ("lm+cl", "cl", "lm")
 METHODS = ("gur", "tfcsg", "simcse")

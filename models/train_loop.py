@@ -22,7 +22,6 @@ import dataclasses
 import json
 import math
 import os
-import random
 import signal
 import time
 import uuid
@@ -35,6 +34,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from models.checkpoints import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from models.gur_t5 import GurModel, preset_config
 from models.losses import GurLoss, compute_loss_from_embeddings, in_batch_accuracy
 from models.pair_data import (
@@ -47,6 +47,7 @@ from models.pair_data import (
     heldout_pairs,
 )
 from models.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
+from models.trainer_process import run_lock, watch_parent
 
 DEFAULT_PROMPTS = (
     "Anarchism is a political <extra_id_0> that rejects hierarchy.",
@@ -96,6 +97,7 @@ class TrainConfig:
     eval_pairs: int = 512
     eval_batch: int = 32
     ckpt_every: int = 200
+    ckpt_every_s: float = 180.0  # also checkpoint when this many seconds passed since the last one (0: off)
     keep_checkpoints: int = 2
     prompts: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPTS))
     stop_at_step: int = 0  # tests: leave the loop after this step with no final checkpoint (as if killed)
@@ -146,37 +148,6 @@ def get_lr(step: int, cfg: TrainConfig) -> float:
         return 1.0
     progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-def latest_checkpoint(ckpt_dir: Path) -> Path | None:
-    done = sorted(ckpt_dir.glob("step-*.pt"))  # only complete files carry this name (tmp + rename)
-    return done[-1] if done else None
-
-
-def save_checkpoint(ckpt_dir: Path, state: dict[str, Any], keep: int) -> Path:
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    path = ckpt_dir / f"step-{state['step']:08d}.pt"
-    tmp = ckpt_dir / f".tmp-{uuid.uuid4().hex}.pt"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-    for old in sorted(ckpt_dir.glob("step-*.pt"))[:-keep]:
-        old.unlink()
-    return path
-
-
-def rng_state() -> dict[str, Any]:
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state["cuda"])
 
 
 def gather(obj: Any, world: int) -> list[Any]:
@@ -458,6 +429,13 @@ METHODS = {"gur": build_gur, "tfcsg": build_questions, "simcse": build_questions
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
+    """Train (or resume) one run; the first rank holds the run folder's trainer lock throughout."""
+    first_rank = int(os.environ.get("RANK", "0")) == 0
+    with run_lock(Path(cfg.out_dir)) if first_rank else nullcontext():
+        return _train(cfg)
+
+
+def _train(cfg: TrainConfig) -> dict[str, Any]:
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if ddp:
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
@@ -475,11 +453,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     ckpt_dir = out / "checkpoints"
     out.mkdir(parents=True, exist_ok=True)
     master = rank == 0
+    watch_parent()
 
     if cfg.method not in METHODS:
         raise ValueError(f"unknown method {cfg.method!r}; choose from {sorted(METHODS)}")
     resume = latest_checkpoint(ckpt_dir)
-    ckpt = torch.load(resume, map_location="cpu", weights_only=False) if resume else None
+    ckpt = load_checkpoint(resume) if resume else None
     recipe = METHODS[cfg.method](cfg, out, rank, world, ddp, load_weights=ckpt is None)
     model = recipe.model
     if cfg.epochs > 0:
@@ -569,7 +548,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         metrics.append(row)
         print(f"step 0 heldout_acc {row['heldout_acc']:.4g} heldout_cl {row['heldout_cl']:.4g}", flush=True)
     model.train()
-    t0, tokens, last_saved = time.time(), 0, step
+    t0, tokens, last_saved, saved_at = time.time(), 0, step, time.time()
     while step < cfg.max_steps and not stop["flag"]:
         parts_sum: dict[str, torch.Tensor] = {}
         loss_sum = torch.zeros((), device=device)
@@ -616,15 +595,21 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             t0, tokens = time.time(), 0
         if cfg.stop_at_step and step == cfg.stop_at_step:
             return {"stopped_at": step}
-        if ddp and step % cfg.log_every == 0:
-            # Ranks agree on stopping after the same step (or the others would wait in a collective
-            # forever); only every log_every steps, since `.item()` waits for the GPU.
-            flag = torch.tensor(float(stop["flag"]), device=device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            stop["flag"] = bool(flag.item())
-        if step % cfg.ckpt_every == 0:
+        # A checkpoint every ckpt_every steps, and after ckpt_every_s seconds without one (so an
+        # early kill of a slow run still leaves something to resume from).
+        time_due = bool(cfg.ckpt_every_s) and time.time() - saved_at >= cfg.ckpt_every_s
+        if ddp:
+            if step % cfg.log_every == 0:
+                # Ranks agree on stopping and on saving after the same step (or the others would
+                # wait in a collective forever); only every log_every steps, since `.item()` waits.
+                flags = torch.tensor([float(stop["flag"]), float(time_due)], device=device)
+                dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+                stop["flag"], time_due = bool(flags[0].item()), bool(flags[1].item())
+            else:
+                time_due = False
+        if step % cfg.ckpt_every == 0 or time_due:
             checkpoint()
-            last_saved = step
+            last_saved, saved_at = step, time.time()
     if last_saved != step:
         checkpoint()
     if stop["flag"] and master and step < cfg.max_steps:

@@ -1,9 +1,18 @@
-"""`catalog.duckdb`: one view per table over the latest complete output of its stage."""
+"""`catalog.duckdb`: one view per table over the latest complete output of its stage.
+
+Writers take `<root>/.catalog.lock` (an exclusive `flock`) first, so two runs finishing on one
+data root update the views one after the other and the last run's views win; a DuckDB lock held
+by someone else (an open read-write `duckdb` session) is retried until the same deadline.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -11,6 +20,45 @@ import duckdb
 from storage.layout import CATALOG, MANIFEST
 
 log = logging.getLogger(__name__)
+LOCK = ".catalog.lock"
+WAIT_S = 120.0  # how long a writer waits for the catalog before giving up with a clear message
+
+
+class CatalogBusyError(RuntimeError):
+    pass
+
+
+@contextmanager
+def catalog_lock(root: Path, wait_s: float = WAIT_S) -> Iterator[None]:
+    """Hold the catalog's writer lock; raise CatalogBusyError after `wait_s` seconds of waiting."""
+    root.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_s
+    with open(root / LOCK, "a") as f:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise CatalogBusyError(
+                        f"{root / CATALOG}: another run has been updating the catalog for {wait_s:.0f} s"
+                    ) from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _connect_for_writing(path: Path, deadline: float) -> duckdb.DuckDBPyConnection:
+    """DuckDB refuses a second writer process; wait for it (an open CLI session) until the deadline."""
+    while True:
+        try:
+            return duckdb.connect(str(path))
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise CatalogBusyError(f"{path}: {str(exc).splitlines()[0]}") from None
+            time.sleep(0.5)
 
 
 def _manifest(path: Path) -> dict | None:
@@ -43,21 +91,22 @@ def latest_tables(root: Path, current: list[Path] = ()) -> dict[str, Path]:
     return {table: glob for table, (_, glob) in sorted(best.items())}
 
 
-def refresh_catalog(root: Path, current: list[Path] = ()) -> dict[str, Path]:
-    """(Re)create the views; returns what each view points at.
+def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S) -> dict[str, Path]:
+    """(Re)create the views under the catalog lock; returns what each view points at.
 
     Views hold absolute paths (DuckDB resolves relative ones against the reader's working
     directory), so a moved data root needs `gur catalog --refresh`.
     """
-    tables = latest_tables(root, current)
-    root.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(root / CATALOG))
-    try:
-        for table, glob in tables.items():
-            path = str(glob).replace("'", "''")
-            con.execute(f"CREATE OR REPLACE VIEW \"{table}\" AS SELECT * FROM read_parquet('{path}')")
-    finally:
-        con.close()
+    deadline = time.monotonic() + wait_s
+    with catalog_lock(root, wait_s):
+        tables = latest_tables(root, current)  # read under the lock: the newest runs are seen
+        con = _connect_for_writing(root / CATALOG, deadline)
+        try:
+            for table, glob in tables.items():
+                path = str(glob).replace("'", "''")
+                con.execute(f"CREATE OR REPLACE VIEW \"{table}\" AS SELECT * FROM read_parquet('{path}')")
+        finally:
+            con.close()
     return tables
 
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 MANIFEST = "_manifest.json"
+INVALID = "_invalid.json"  # `gur verify` found this output damaged: the next run rebuilds it
 DONE_DIR = "_done"
 TMP_DIR = "_tmp"
 PREFECT_RESULTS = "prefect-results"

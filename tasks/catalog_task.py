@@ -16,7 +16,12 @@ def update_catalog(root: str, current: list[dict[str, str]] | None = None) -> di
     """A side effect on `catalog.duckdb`, so never cached. `current`: the stage refs this flow
     run produced or reused; their tables win over newer outputs of other runs."""
     base = data_root(root)
-    tables = refresh_catalog(base, [ref_dir(base, ref) for ref in current or ()])
+    logger = current_logger(__name__)
+    try:
+        tables = refresh_catalog(base, [ref_dir(base, ref) for ref in current or ()])
+    except Exception as exc:  # the stages succeeded; the catalog is a view over them, rebuilt on demand
+        logger.warning("catalog not updated (%s); the stage outputs are complete: run `gur catalog --refresh`", exc)
+        return {}
     for name, glob in tables.items():
-        current_logger(__name__).info("catalog view %s -> %s", name, glob)
+        logger.info("catalog view %s -> %s", name, glob)
     return {name: str(glob) for name, glob in tables.items()}

@@ -10,82 +10,64 @@ same data is never evaluated twice, across runs and across flows.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import task
-from prefect.cache_policies import NO_CACHE, CachePolicy
+from prefect.cache_policies import NO_CACHE
 
-from models.encoders import model_fingerprint
-from storage.fingerprint import canonical_json, fingerprint
-from storage.layout import data_root, shard_name, stage_dir
-from storage.manifest import is_complete, write_manifest
+from storage.fingerprint import fingerprint
+from storage.layout import data_root, shard_name
 from storage.shards import write_shard
-from storage.stage_output import build_manifest, ref_dir, stage_ref
+from storage.stage_output import StageOutput, ref_dir
 from tasks.eval_report import METRICS_SCHEMA, REPORT_CODE_VERSION, metric_label, plot_charts, render_report
-from tasks.eval_suite import DatasetSpec, SuiteConfig, dataset_signature, run_unit, unit_identity, unit_rows
+from tasks.eval_suite import DatasetSpec, SuiteConfig, run_unit, unit_identity, unit_rows
 from tasks.eval_tasks import EVAL_CODE_VERSION
 from tasks.progress import current_logger
-from tasks.stage_cache import stage_cache_policy
-
-# A model folder overwritten in place, or an edited data file, must not hit an old cache entry.
-_MODEL_AND_DATA = CachePolicy.from_cache_key_fn(
-    lambda ctx, params: canonical_json([model_fingerprint(params["model"]), dataset_signature(params["dataset"])])
-)
+from tasks.stage_cache import STAGE_TASK
 
 
-@task(name="evaluate-unit", cache_policy=stage_cache_policy(EVAL_CODE_VERSION) + _MODEL_AND_DATA)
+@task(name="evaluate-unit", **STAGE_TASK)
 def evaluate_unit(
     model: str, dataset: DatasetSpec, config: SuiteConfig, root: str, device: str | None = None
 ) -> dict[str, str]:
     """Evaluate one model on one dataset (a missing data file gives "not run" rows, never zeros)."""
-    started = time.time()
-    base = data_root(root)
+    # The identity hashes the model's weights and the data files: a model overwritten in place
+    # or an edited data file is a new unit, never an old result.
     identity = unit_identity(model, dataset, config)
-    fp = fingerprint("eval-unit", EVAL_CODE_VERSION, identity)
-    out = stage_dir(base, "eval-unit", fp)
+    out = StageOutput.open(root, "eval-unit", fingerprint("eval-unit", EVAL_CODE_VERSION, identity))
+    if out.complete:
+        return out.cached()
     logger = current_logger(__name__)
-    if is_complete(out):
-        logger.info("evaluate %s on %s: reusing %s", model, dataset.label, out)
-        return stage_ref("eval-unit", fp)
-    logger.info("evaluate %s on %s -> %s", model, dataset.label, out)
+    logger.info("evaluate %s on %s -> %s", model, dataset.label, out.dir)
     result = run_unit(model, dataset, config, device)
-    rows = unit_rows(result, dataset, model, fp, started)
-    write_shard(out, 0, pa.Table.from_pylist(rows, schema=METRICS_SCHEMA))
+    rows = unit_rows(result, dataset, model, out.fingerprint, out.started_at)
+    write_shard(out.dir, 0, pa.Table.from_pylist(rows, schema=METRICS_SCHEMA))
     for row in rows:
         value = "not run" if row["value"] is None else f"{row['value']:.4f}"
         logger.info("  %s %s %s = %s", result.model, row["task"], metric_label(row["metric"], row["k"]), value)
-    write_manifest(
-        out,
-        build_manifest(
-            stage="eval-unit",
-            fingerprint=fp,
-            code_version=EVAL_CODE_VERSION,
-            config=identity["config"],
-            inputs={"model": model, "dataset": dataset, "files": identity["dataset_signature"]},
-            upstream=[],
-            tables={},
-            rows={"metrics": len(rows)},
-            drops={},
-            started_at=started,
-            timings={"evaluate_s": round(result.seconds, 3)},
-            extra={"status": result.status, "detail": result.detail, "model_fingerprint": result.model_fingerprint},
-        ),
+    return out.finish(
+        code_version=EVAL_CODE_VERSION,
+        config=identity["config"],
+        inputs={"model": model, "dataset": dataset, "files": identity["dataset_signature"]},
+        upstream=[],
+        tables={},
+        rows={"metrics": len(rows)},
+        drops={},
+        timings={"evaluate_s": round(result.seconds, 3)},
+        extra={"status": result.status, "detail": result.detail, "model_fingerprint": result.model_fingerprint},
     )
-    return stage_ref("eval-unit", fp)
 
 
-@task(name="evaluate-report", cache_policy=stage_cache_policy(REPORT_CODE_VERSION))
+@task(name="evaluate-report", **STAGE_TASK)
 def write_metrics(units: list[dict[str, str]], root: str, title: str = "Evaluation") -> dict[str, str]:
     """Concatenate the units' rows into the `metrics` stage, with `report.md` and one chart per task."""
-    started = time.time()
-    base = data_root(root)
     fp = fingerprint("evaluate", REPORT_CODE_VERSION, {"title": title}, [u["fingerprint"] for u in units])
-    out = stage_dir(base, "evaluate", fp)
-    if is_complete(out):
-        return stage_ref("evaluate", fp)
+    stage = StageOutput.open(root, "evaluate", fp)
+    if stage.complete:
+        return stage.cached()
+    base, out = stage.root, stage.dir
     tables = [pq.read_table(ref_dir(base, u) / shard_name(0), schema=METRICS_SCHEMA) for u in units]
     table = pa.concat_tables(tables) if tables else METRICS_SCHEMA.empty_table()
     write_shard(out, 0, table)
@@ -95,27 +77,20 @@ def write_metrics(units: list[dict[str, str]], root: str, title: str = "Evaluati
         render_report(rows, {t: f"charts/{name}" for t, name in charts.items()}, title), encoding="utf-8"
     )
     not_run = sorted({f"{r['model']} on {r['dataset']}" for r in rows if r["status"] != "ok"})
-    write_manifest(
-        out,
-        build_manifest(
-            stage="evaluate",
-            fingerprint=fp,
-            code_version=REPORT_CODE_VERSION,
-            config={"title": title},
-            inputs={"units": [u["path"] for u in units]},
-            upstream=units,
-            tables={"metrics": "part-*.parquet"},
-            rows={"metrics": table.num_rows},
-            drops={"not_run_units": len(not_run)},
-            started_at=started,
-            extra={
-                "report": "report.md",
-                "charts": sorted(f"charts/{n}" for n in charts.values()),
-                "not_run": not_run,
-            },
-        ),
+    return stage.finish(
+        code_version=REPORT_CODE_VERSION,
+        config={"title": title},
+        inputs={"units": [u["path"] for u in units]},
+        upstream=units,
+        tables={"metrics": "part-*.parquet"},
+        rows={"metrics": table.num_rows},
+        drops={"not_run_units": len(not_run)},
+        extra={
+            "report": "report.md",
+            "charts": sorted(f"charts/{n}" for n in charts.values()),
+            "not_run": not_run,
+        },
     )
-    return stage_ref("evaluate", fp)
 
 
 @task(name="publish-evaluation", cache_policy=NO_CACHE)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,13 +12,11 @@ import pyarrow.parquet as pq
 from prefect import task
 
 from storage.fingerprint import fingerprint
-from storage.layout import data_root, stage_dir
-from storage.manifest import is_complete, write_manifest
 from storage.shards import finished_shards, sweep_temporaries, write_shard
-from storage.stage_output import build_manifest, ref_dir, stage_ref
+from storage.stage_output import StageOutput, ref_dir
 from tasks.filter_keywords import KEYWORDS_CODE_VERSION, KeywordsConfig, mine_keywords_table, tokenizer_fingerprint
 from tasks.progress import current_logger
-from tasks.stage_cache import stage_cache_policy
+from tasks.stage_cache import STAGE_TASK
 from tasks.topic_coherence import plot_sweep, summarize_sweep
 
 ROWS_PER_SHARD = 200_000
@@ -62,19 +59,16 @@ def plot_markdown(plot: Path) -> str:
     return f"\n\n![coherence vs K](data:image/png;base64,{data})\n\nplot: `{plot}`"
 
 
-@task(name="keywords", cache_policy=stage_cache_policy(KEYWORDS_CODE_VERSION))
+@task(name="keywords", **STAGE_TASK)
 def keywords(source: dict[str, str], config: KeywordsConfig, root: str) -> dict[str, str]:
     """Fit GSDMM (optionally sweeping K) and write `keywords`, `topics` and `topic_sweep` tables."""
-    started = time.time()
-    base = data_root(root)
-    fp = keywords_fingerprint(source, config)
-    out = stage_dir(base, "keywords", fp)
+    stage = StageOutput.open(root, "keywords", keywords_fingerprint(source, config))
+    if stage.complete:
+        return stage.cached()
     logger = current_logger(__name__)
-    if is_complete(out):
-        logger.info("keywords: reusing complete output %s", out)
-        return stage_ref("keywords", fp)
+    out = stage.dir
     sweep_temporaries(out)
-    texts = read_texts(base, source)
+    texts = read_texts(stage.root, source)
     logger.info("keywords: %d rows from %s, K=%s -> %s", texts.num_rows, source["path"], config.ks or config.k, out)
     kw, topics, stats, sweep = mine_keywords_table(texts, config)
     for i in range(max(1, -(-kw.num_rows // ROWS_PER_SHARD))):
@@ -96,24 +90,17 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str) -> dict[
     logger.info(summary.replace("**", ""))
     publish_artifacts(topics, sweep, summary + (plot_markdown(plot) if plot else ""))
     numbers = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
-    write_manifest(
-        out,
-        build_manifest(
-            stage="keywords",
-            fingerprint=fp,
-            code_version=KEYWORDS_CODE_VERSION,
-            config={**dataclasses.asdict(config), "tokenizer_fingerprint": tokenizer_fingerprint()},
-            inputs={"source": source["path"]},
-            upstream=[source],
-            tables={
-                "keywords": "part-*.parquet",
-                "topics": "topics/part-*.parquet",
-                "topic_sweep": "topic_sweep/part-*.parquet",
-            },
-            rows={"keywords": kw.num_rows, "topics": topics.num_rows, "fallback": int(fallback)},
-            drops={k: int(stats.get(k, 0)) for k in ("empty", "threshold_empty", "fallback_lift", "fallback_raw")},
-            started_at=started,
-            extra={"stats": numbers, "plot": "topic_sweep.png" if plot else None},
-        ),
+    return stage.finish(
+        code_version=KEYWORDS_CODE_VERSION,
+        config={**dataclasses.asdict(config), "tokenizer_fingerprint": tokenizer_fingerprint()},
+        inputs={"source": source["path"]},
+        upstream=[source],
+        tables={
+            "keywords": "part-*.parquet",
+            "topics": "topics/part-*.parquet",
+            "topic_sweep": "topic_sweep/part-*.parquet",
+        },
+        rows={"keywords": kw.num_rows, "topics": topics.num_rows, "fallback": int(fallback)},
+        drops={k: int(stats.get(k, 0)) for k in ("empty", "threshold_empty", "fallback_lift", "fallback_raw")},
+        extra={"stats": numbers, "plot": "topic_sweep.png" if plot else None},
     )
-    return stage_ref("keywords", fp)

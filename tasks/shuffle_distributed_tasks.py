@@ -12,10 +12,9 @@ import time
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from storage.layout import data_root, stage_dir
-from storage.manifest import is_complete
+from storage.layout import data_root
 from storage.shards import finished_shards, sweep_temporaries
-from storage.stage_output import ref_dir, stage_ref
+from storage.stage_output import StageOutput, ref_dir
 from tasks.shuffle_pairs import (
     WORK_DIR,
     ShuffleConfig,
@@ -35,20 +34,19 @@ from tasks.shuffle_task import complete_shuffle, shuffle_fingerprint
 @task(name="plan-shuffle", cache_policy=NO_CACHE)
 def plan_shuffle(pairs: dict[str, str], config: ShuffleConfig, root: str) -> dict:
     """Fingerprint, input shards and partition count; `complete` when the stage already exists."""
-    base = data_root(root)
-    fp = shuffle_fingerprint(pairs, config)
-    out = stage_dir(base, "shuffle", fp)
+    out = StageOutput.open(root, "shuffle", shuffle_fingerprint(pairs, config), exclude=(WORK_DIR,))
+    base = out.root
     shards = [str(p.relative_to(base)) for p in finished_shards(ref_dir(base, pairs))]
     input_bytes = uncompressed_bytes([base / s for s in shards])
     partitions = partitions_for(input_bytes, config) if shards else 1
-    complete = is_complete(out)
-    if not complete:
-        sweep_temporaries(out)
+    if not out.complete:
+        sweep_temporaries(out.dir)
         # The partitioned and the sorted intermediates coexist here.
-        check_disk(out, disk_needed(input_bytes, config, intermediate_copies=2))
+        check_disk(out.dir, disk_needed(input_bytes, config, intermediate_copies=2))
     return {
-        "ref": stage_ref("shuffle", fp),
-        "complete": complete,
+        "ref": out.ref,
+        "complete": out.complete,
+        "rebuilt": out.rebuilt,
         "inputs": shards,
         "partitions": partitions,
         "started": time.time(),
@@ -76,5 +74,6 @@ def write_shards(plan: dict, pairs: dict[str, str], config: ShuffleConfig, root:
     stats: dict[str, float] = {"partitions": plan["partitions"], **sorted_stats(out / WORK_DIR, plan["partitions"])}
     schema = shard_schema([base / s for s in plan["inputs"]])
     stats.update(write_bucket_shards(out / WORK_DIR, out, plan["partitions"], config, schema))
-    complete_shuffle(out, plan["ref"]["fingerprint"], pairs, config, stats, plan["started"])
-    return plan["ref"]
+    stage = StageOutput(base, "shuffle", plan["ref"]["fingerprint"], exclude=(WORK_DIR,), started_at=plan["started"])
+    stage.rebuilt = plan["rebuilt"]
+    return complete_shuffle(stage, pairs, config, stats)

@@ -18,24 +18,22 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import uuid
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 from prefect import task
 
+from storage.atomic import atomic_write_json, atomic_write_text
 from storage.fingerprint import content_signature, fingerprint
-from storage.layout import MANIFEST, data_root, stage_dir
-from storage.manifest import is_complete, write_manifest
-from storage.stage_output import build_manifest, ref_dir, ref_manifest, stage_ref
+from storage.stage_output import StageOutput, ref_dir, ref_manifest
 from tasks.progress import current_logger
-from tasks.stage_cache import stage_cache_policy
+from tasks.stage_cache import STAGE_TASK
 
 TRAIN_CODE_VERSION = "train_v3"  # v3: methods tfcsg and simcse; v2: warm starts without the MLP head
 REPO = Path(__file__).resolve().parents[1]
-RUNTIME_KEYS = ("out_dir", "shards", "questions", "threads", "stop_at_step")  # do not change what is learned
+# Do not change what is learned, so not part of the fingerprint.
+RUNTIME_KEYS = ("out_dir", "shards", "questions", "threads", "stop_at_step", "ckpt_every_s")
 INPUT_STAGES = {"gur": ("shuffle",), "tfcsg": ("keywords",), "simcse": ("keywords", "file")}
 
 
@@ -70,23 +68,6 @@ def source_dir(root: Path, ref: dict[str, str]) -> Path:
     return ref_dir(root, ref)
 
 
-def latest_ref(root: Path, stage: str) -> dict[str, str]:
-    """The newest complete output of `stage` under the data root (by the manifest's finish time)."""
-    best: tuple[float, str] | None = None
-    for path in (root / stage).glob(f"*/{MANIFEST}"):
-        finished = float(json.loads(path.read_text(encoding="utf-8")).get("finished_at", 0.0))
-        if best is None or finished > best[0]:
-            best = (finished, path.parent.name)
-    if best is None:
-        hints = {
-            "shuffle": " (run `gur demo` or `gur build-pairs CORPUS` first)",
-            "keywords": " (run `gur mine-keywords QUESTIONS --text-field FIELD` first, e.g. "
-            "`gur mine-keywords ../shared/data/stackoverflow/train.tsv --text-field title --title-field ''`)",
-        }
-        raise FileNotFoundError(f"no complete {stage!r} output under {root}{hints.get(stage, '')}")
-    return stage_ref(stage, best[1])
-
-
 def launch_command(config_path: Path, nproc: int) -> list[str]:
     """`python -m models.train_loop`, or `torchrun` with `nproc` processes (0: one per GPU)."""
     if nproc == 0:
@@ -101,11 +82,15 @@ def launch_command(config_path: Path, nproc: int) -> list[str]:
 
 def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dict[str, Any]:
     """Write `config.json`, run the loop in a subprocess (resuming from `out/checkpoints`), return the summary."""
+    from models.trainer_process import PARENT_ENV, TrainerRunningError, lock_holder
+
+    if pid := lock_holder(out):
+        raise TrainerRunningError(
+            f"a trainer (pid {pid}) is still running on {out}, perhaps left by a killed run; "
+            f"wait for it to finish or stop it (kill {pid}), then rerun to resume"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    config_path = out / "config.json"
-    tmp = out / f".config-{uuid.uuid4().hex[:8]}.json"
-    tmp.write_text(json.dumps(cfg_dict, indent=2) + "\n")
-    os.replace(tmp, config_path)
+    config_path = atomic_write_text(out / "config.json", json.dumps(cfg_dict, indent=2) + "\n")
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
@@ -113,6 +98,7 @@ def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dic
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        PARENT_ENV: str(os.getpid()),  # the trainer stops (with a checkpoint) when this process is gone
     }
     cmd = launch_command(config_path, nproc)
     logger.info("train: %s", " ".join(cmd))
@@ -157,28 +143,23 @@ def label_export(folder: Path, labels: dict[str, str], **extra: Any) -> None:
     what = extra.get("objective") or extra.get("losses") or ""
     parts = [labels.get("variant", ""), str(what), str(extra.get("train_fingerprint", ""))[:8]]
     info["variant"] = " ".join(filter(None, parts))  # e.g. "lcs lm+cl 0bb5b4bc": two runs never share a name
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_json(path, info, sort_keys=False)
 
 
-@task(name="train", cache_policy=stage_cache_policy(TRAIN_CODE_VERSION))
+@task(name="train", **STAGE_TASK)
 def train(
     source: dict[str, str], config: dict[str, Any], root: str, nproc: int = 0, labels: dict[str, str] | None = None
 ) -> dict[str, str]:
     """Train on `source` (see the module docstring); `config`: TrainConfig fields; `labels` go to the manifest."""
-    started = time.time()
-    base = data_root(root)
     method = config.get("method", "gur")
     if source["stage"] not in INPUT_STAGES.get(method, ()):
         raise ValueError(f"method {method!r} trains on {INPUT_STAGES.get(method)} outputs, not {source['stage']!r}")
-    where = source_dir(base, source)
-    fp = train_fingerprint(source, config)
-    out = stage_dir(base, "train", fp)
-    logger = current_logger(__name__)
-    if is_complete(out):
-        logger.info("train: reusing complete output %s", out)
-        return stage_ref("train", fp)
+    # Checkpoints are resume state, not output: neither listed in the manifest nor checked.
+    stage = StageOutput.open(root, "train", train_fingerprint(source, config), exclude=("checkpoints",))
+    if stage.complete:
+        return stage.cached()
+    where = source_dir(stage.root, source)
+    out, fp, logger = stage.dir, stage.fingerprint, current_logger(__name__)
     key = "shards" if method == "gur" else "questions"
     cfg = train_config(config, out_dir=str(out), **{key: str(where)})
     summary = run_training(out, dataclasses.asdict(cfg), nproc, logger)
@@ -188,28 +169,19 @@ def train(
     if source["stage"] == "keywords":
         extra["keywords_fingerprint"] = source["fingerprint"]
     label_export(out / "export", labels or {}, train_fingerprint=fp, step=summary["step"], **extra)
-    write_manifest(
-        out,
-        build_manifest(
-            stage="train",
-            fingerprint=fp,
-            code_version=TRAIN_CODE_VERSION,
-            config={k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS},
-            inputs={source["stage"]: source["path"]},
-            upstream=upstream,
-            tables={"train_metrics": "metrics.parquet"},
-            rows={"steps": summary["step"], "metrics": len(summary.get("heldout_acc", [])), **summary.get("data", {})},
-            drops={},
-            started_at=started,
-            extra={
-                "labels": labels or {},
-                "export": "export",
-                "summary": {
-                    k: summary.get(k) for k in ("heldout_acc", "chance", "params", "max_steps", "lm_head_loaded")
-                },
-                "final": final,
-            },
-        ),
-    )
     logger.info("train: done at step %s, held-out accuracy %s", summary["step"], summary.get("heldout_acc"))
-    return stage_ref("train", fp)
+    return stage.finish(
+        code_version=TRAIN_CODE_VERSION,
+        config={k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS},
+        inputs={source["stage"]: source["path"]},
+        upstream=upstream,
+        tables={"train_metrics": "metrics.parquet"},
+        rows={"steps": summary["step"], "metrics": len(summary.get("heldout_acc", [])), **summary.get("data", {})},
+        drops={},
+        extra={
+            "labels": labels or {},
+            "export": "export",
+            "summary": {k: summary.get(k) for k in ("heldout_acc", "chance", "params", "max_steps", "lm_head_loaded")},
+            "final": final,
+        },
+    )

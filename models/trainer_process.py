@@ -1,0 +1,100 @@
+"""The trainer process's ties to its run folder and to the `gur` process that started it.
+
+- One trainer per run folder: the first rank holds an exclusive `flock` on
+  `<out_dir>/.trainer.lock` (released by the kernel when the process dies, however it dies), so
+  a second launch on the same folder, or a trainer left over from a killed `gur`, is named
+  instead of two processes writing one checkpoints folder.
+- The trainer dies with its parent: a watchdog thread notices when the `gur` process that
+  launched it (`GUR_PARENT_PID`) is gone, even after `kill -9`, and stops the loop the way
+  SIGTERM does (finish the step, save a checkpoint, exit).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+LOCK_NAME = ".trainer.lock"  # hidden: not part of the stage's output inventory
+PARENT_ENV = "GUR_PARENT_PID"
+
+
+class TrainerRunningError(RuntimeError):
+    pass
+
+
+def lock_holder(out_dir: Path) -> int | None:
+    """The pid of a live trainer holding `out_dir`'s lock, or None."""
+    path = Path(out_dir) / LOCK_NAME
+    if not path.exists():
+        return None
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            text = f.read().strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None
+
+
+@contextmanager
+def run_lock(out_dir: Path) -> Iterator[None]:
+    """Hold `out_dir`'s trainer lock while training, or raise naming the trainer that has it."""
+    path = Path(out_dir) / LOCK_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            pid = f.read().strip() or "?"
+            raise TrainerRunningError(
+                f"another trainer (pid {pid}) is still running on {out_dir}; wait for it or stop it (kill {pid})"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def watch_parent(interval_s: float = 1.0) -> threading.Thread | None:
+    """Stop like SIGTERM when the launching `gur` process is gone (None when not launched by one)."""
+    pid = int(os.environ.get(PARENT_ENV, "0") or 0)
+    if pid <= 0:
+        return None
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(interval_s):
+            if not alive(pid):
+                # Our stdout is a pipe to the dead parent: printing would raise BrokenPipeError
+                # before the checkpoint is written.
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    thread = threading.Thread(target=run, name="gur-parent-watchdog", daemon=True)
+    thread.start()
+    return thread

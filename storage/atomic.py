@@ -1,0 +1,50 @@
+"""One way to replace a file: write a hidden temporary beside it, then rename over it.
+
+A reader (or a crash) sees the old file or the new one, never half of either. The temporary
+starts with a dot, so no `part-*.parquet` glob and no manifest inventory ever includes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path to write (a file or a folder); on success it replaces `path`."""
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.{uuid.uuid4().hex[:12]}{suffix}"
+    try:
+        yield tmp
+        if tmp.is_dir() and final.is_dir():  # os.replace cannot swap a folder for a non-empty one
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp.exists():
+            tmp.unlink()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, value: Any, **dumps: Any) -> Path:
+    """Pretty, key-sorted JSON ending in a newline (the same value gives the same bytes)."""
+    options = {"indent": 2, "sort_keys": True, "ensure_ascii": False, **dumps}
+    return atomic_write_text(path, json.dumps(value, **options) + "\n")
