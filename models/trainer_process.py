@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,22 +78,56 @@ def alive(pid: int) -> bool:
     return True
 
 
+_gone = threading.Event()
+
+
+def parent_gone() -> None:
+    """Stop like SIGTERM (finish the step, checkpoint, exit), with output going nowhere: our stdout
+    is a pipe to the dead parent, and a print would raise BrokenPipeError before the checkpoint."""
+    if _gone.is_set():
+        return
+    _gone.set()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+class _GuardedStream:
+    """sys.stdout / sys.stderr: a write to the dead parent's pipe stops the run instead of crashing it."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            parent_gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            parent_gone()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def watch_parent(interval_s: float = 1.0) -> threading.Thread | None:
     """Stop like SIGTERM when the launching `gur` process is gone (None when not launched by one)."""
     pid = int(os.environ.get(PARENT_ENV, "0") or 0)
     if pid <= 0:
         return None
-    stop = threading.Event()
+    if not isinstance(sys.stdout, _GuardedStream):
+        sys.stdout, sys.stderr = _GuardedStream(sys.stdout), _GuardedStream(sys.stderr)
 
     def run() -> None:
-        while not stop.wait(interval_s):
+        while not _gone.wait(interval_s):
             if not alive(pid):
-                # Our stdout is a pipe to the dead parent: printing would raise BrokenPipeError
-                # before the checkpoint is written.
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, 1)
-                os.dup2(devnull, 2)
-                os.kill(os.getpid(), signal.SIGTERM)
+                parent_gone()
                 return
 
     thread = threading.Thread(target=run, name="gur-parent-watchdog", daemon=True)
