@@ -75,6 +75,7 @@ def cmd_build_pairs(args: argparse.Namespace) -> int:
         pair_options=json.loads(args.pair_options) if args.pair_options else None,
         seed=args.seed,
         holdout_percent=args.holdout_percent,
+        allow_empty=args.allow_empty,
         rows_per_shard=args.rows_per_shard,
         memory_limit=args.memory_limit,
         shard_compression=args.shard_compression,
@@ -133,6 +134,7 @@ def cmd_mine_keywords(args: argparse.Namespace) -> int:
         t=args.t,
         tau=args.tau,
         t_min=args.t_min,
+        allow_empty=args.allow_empty,
         root=args.root,
     )
     report(root, {"keywords": ref})
@@ -391,7 +393,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--id-field", default="id", help="field/column with the source id (default: id)")
         p.add_argument("--source-name", default="", help="name used in doc_ids (default: the input's file name)")
         p.add_argument("--docs-per-shard", type=int, default=2000, help="documents per Parquet shard (default: 2000)")
-        p.add_argument("--max-sentence-chars", type=int, default=512, help="crop longer sentences (default: 512)")
+        p.add_argument(
+            "--max-sentence-chars",
+            type=int,
+            default=512,
+            help="cut longer sentences into pieces at whitespace; titles are cropped (default: 512)",
+        )
+        p.add_argument("--allow-empty", action="store_true", help="an input with no documents is not an error")
         p.add_argument(
             "--max-doc-bytes", type=int, default=8_000_000, help="reject larger documents (default: 8000000)"
         )
@@ -448,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     kw.add_argument("--text-field", default="text", help="field/column with the text (e.g. title for StackOverflow)")
     kw.add_argument("--title-field", default="title", help="title field ('' for none)")
     kw.add_argument("--id-field", default="id", help="id field")
+    kw.add_argument("--allow-empty", action="store_true", help="an input with no documents is not an error")
     kw.add_argument("--unit", default="documents", choices=["documents", "sentences"], help="rows to model")
     kw.add_argument("--k", type=int, default=30, help="upper bound on topics (GSDMM empties the extra ones)")
     kw.add_argument("--ks", type=int, nargs="*", default=None, help="sweep these K values and keep the best NPMI")

@@ -11,7 +11,7 @@ from storage.layout import data_root
 from tasks.catalog_task import update_catalog
 from tasks.eval_data import DemoRetrievalConfig
 from tasks.ingest_documents import IngestConfig
-from tasks.ingest_task import ingest
+from tasks.ingest_task import ingest, require_documents
 from tasks.pair_candidates import PairConfig
 from tasks.pair_task import pair
 from tasks.read_corpus import ReaderConfig, default_corpus
@@ -43,6 +43,7 @@ def build_pairs(
     spill_compression: str = "none",
     workers: int = 0,
     holdout_percent: int | None = None,
+    allow_empty: bool = False,
     root: str | None = None,
 ) -> dict[str, dict[str, str]]:
     """Build training shards from a corpus (default: the bundled Wikipedia sample).
@@ -56,7 +57,8 @@ def build_pairs(
     `shard_compression`: Parquet codec of the training shards (`snappy`, or `zstd` for ~30%
     smaller files at ~1.4x the encoding time). `spill_compression`: codec of the shuffle's
     intermediate files, which need about 4x the pairs' Parquet size of disk until the stage
-    ends (`lz4` halves that for ~30% more time).
+    ends (`lz4` halves that for ~30% more time). An input that yields no documents stops the
+    run with the reject counts, unless `allow_empty`.
     """
     base = data_root(root)
     if holdout_percent is None:
@@ -75,6 +77,7 @@ def build_pairs(
     )
     source = str(Path(input_path).resolve()) if input_path else str(default_corpus())
     documents = run_stage(ingest, base, input_path=source, config=IngestConfig(reader, source_name, docs_per_shard))
+    require_documents(base, documents, allow_empty)
     sentences = run_stage(split, base, documents=documents, config=SplitConfig(max_sentence_chars), workers=workers)
     pairs = run_stage(
         pair,

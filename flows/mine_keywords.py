@@ -10,7 +10,7 @@ from storage.layout import data_root
 from tasks.catalog_task import update_catalog
 from tasks.filter_keywords import KeywordsConfig
 from tasks.ingest_documents import IngestConfig
-from tasks.ingest_task import ingest
+from tasks.ingest_task import ingest, require_documents
 from tasks.keywords_task import keywords
 from tasks.read_corpus import ReaderConfig, default_corpus
 from tasks.split_sentences import SplitConfig
@@ -37,6 +37,7 @@ def mine_keywords(
     t: float = 100.0,
     tau: float = 0.1,
     t_min: float = 2.0,
+    allow_empty: bool = False,
     root: str | None = None,
 ) -> dict[str, str]:
     """GSDMM topics and keyword sequences.
@@ -52,6 +53,7 @@ def mine_keywords(
     reader = ReaderConfig(format=format, text_field=text_field, title_field=title_field, id_field=id_field)
     source = str(Path(input_path).resolve()) if input_path else str(default_corpus())
     table = run_stage(ingest, base, input_path=source, config=IngestConfig(reader))
+    require_documents(base, table, allow_empty)
     if unit == "sentences":
         table = run_stage(split, base, documents=table, config=SplitConfig())
     config = KeywordsConfig(

@@ -20,7 +20,7 @@ from storage.shards import shard_done, sweep_temporaries, write_shard, write_sha
 from tasks.read_corpus import ReaderConfig, Record, Reject, read_corpus
 from tasks.seen_keys import SeenKeys
 
-INGEST_CODE_VERSION = "ingest_v1"
+INGEST_CODE_VERSION = "ingest_v2"  # v2: compressed input by magic bytes, hidden-file rejects, coerced fields
 
 DOCUMENTS_SCHEMA = pa.schema(
     [
@@ -71,6 +71,7 @@ class _ShardBuffer:
         self.docs: dict[str, list] = {name: [] for name in DOCUMENTS_SCHEMA.names}
         self.rejects: dict[str, list] = {name: [] for name in REJECTS_SCHEMA.names}
         self.reasons: dict[str, int] = {}
+        self.coerced: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.docs["doc_id"])
@@ -86,6 +87,10 @@ class _ShardBuffer:
         ):
             self.rejects[name].append(value)
         self.reasons[reject.reason] = self.reasons.get(reject.reason, 0) + 1
+
+    def add_coerced(self, fields: tuple[str, ...]) -> None:
+        for name in fields:
+            self.coerced[name] = self.coerced.get(name, 0) + 1
 
 
 def ingest_corpus(
@@ -113,6 +118,7 @@ def ingest_corpus(
             rejects = pa.Table.from_pydict(buffer.rejects, schema=REJECTS_SCHEMA)
             stats = {"documents": len(buffer), "rejects": len(buffer.rejects["reason"])}
             stats.update({f"reject:{k}": v for k, v in buffer.reasons.items()})
+            stats.update({f"coerced:{k}": v for k, v in buffer.coerced.items()})
             write_shard(out_dir, index, rejects, table_name="rejects")
             write_shard_stats(out_dir, index, stats)
             write_shard(out_dir, index, docs)
@@ -149,6 +155,7 @@ def _accept(record: Record, source: str, buffer: _ShardBuffer, seen_docs: SeenKe
             buffer.add_reject(source, Reject(record.location, "duplicate_id", f"id {record.source_id!r} seen before"))
             return
     seen_docs.add(doc_key)
+    buffer.add_coerced(record.coerced)
     buffer.add_doc(
         doc_id=doc_id,
         source=source,

@@ -22,6 +22,21 @@ def ingest_fingerprint(input_path: str, config: IngestConfig) -> tuple[str, dict
     return fingerprint("ingest", INGEST_CODE_VERSION, config, [canonical_json(inputs)]), inputs
 
 
+def require_documents(root: Path, documents: dict[str, str], allow_empty: bool) -> None:
+    """An input with no documents is a mistake (a wrong field, an empty folder) unless it was asked for."""
+    from storage.stage_output import ref_manifest
+    from tasks.read_corpus import CorpusError
+
+    manifest = ref_manifest(root, documents)
+    if manifest["rows"].get("documents", 0) or allow_empty:
+        return
+    reasons = ", ".join(f"{k}={v}" for k, v in manifest["drops"].items()) or "no records at all"
+    raise CorpusError(
+        f"{manifest['inputs'].get('path')}: 0 documents ({reasons}; the rejects table has a row for each); "
+        f"check the path, --format and --text-field, or pass --allow-empty"
+    )
+
+
 @task(name="ingest", **STAGE_TASK)
 def ingest(input_path: str, config: IngestConfig, root: str) -> dict[str, str]:
     """Stream the corpus into document shards; a finished output folder is reused as is."""
@@ -43,4 +58,5 @@ def ingest(input_path: str, config: IngestConfig, root: str) -> dict[str, str]:
         tables={"documents": "part-*.parquet", "rejects": "rejects/part-*.parquet"},
         rows={"documents": stats.get("documents", 0), "rejects": stats.get("rejects", 0)},
         drops={k.removeprefix("reject:"): v for k, v in stats.items() if k.startswith("reject:")},
+        extra={"coerced": {k.removeprefix("coerced:"): v for k, v in stats.items() if k.startswith("coerced:")}},
     )

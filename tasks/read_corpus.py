@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bz2
 import csv
+import gzip
 import io
 import json
 import re
@@ -47,6 +48,7 @@ class Record:
     source_id: str | None
     title: str | None
     text: str
+    coerced: tuple[str, ...] = ()  # fields turned into text on the way in (counted in the manifest)
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,63 @@ def read_corpus(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
     raise CorpusError(f"{path}: unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
+# Compression is told by the first bytes, not the name: a gzip file named `.jsonl` is still read.
+MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\x28\xb5\x2f\xfd": "zstd"}
+
+
+def compression_of(head: bytes) -> str | None:
+    return next((name for magic, name in MAGIC.items() if head.startswith(magic)), None)
+
+
 def _open_binary(path: Path):
-    return bz2.open(path, "rb") if path.name.endswith(".bz2") else open(path, "rb")
+    with open(path, "rb") as f:
+        kind = compression_of(f.read(4))
+    if kind == "gzip":
+        return gzip.open(path, "rb")
+    if kind == "bz2":
+        return bz2.open(path, "rb")
+    if kind == "zstd":
+        import pyarrow as pa  # zstd without another dependency
+
+        return io.BufferedReader(_ArrowRaw(pa.CompressedInputStream(pa.OSFile(str(path), "rb"), "zstd")), 1 << 20)
+    return open(path, "rb")
+
+
+class _ArrowRaw(io.RawIOBase):
+    """An Arrow input stream as a Python raw stream (for `readline` and `TextIOWrapper`)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
+
+
+def _decompress(data: bytes) -> bytes:
+    kind = compression_of(data[:4])
+    if kind == "gzip":
+        return gzip.decompress(data)
+    if kind == "bz2":
+        return bz2.decompress(data)
+    if kind == "zstd":
+        return _zstd(data)
+    return data
+
+
+def _zstd(data: bytes) -> bytes:
+    import pyarrow as pa
+
+    with pa.CompressedInputStream(pa.BufferReader(data), "zstd") as stream:
+        return stream.read()
 
 
 def _field(obj: dict, name: str) -> object:
@@ -114,16 +171,23 @@ def _record_from_fields(location: str, obj: dict, config: ReaderConfig) -> Recor
         return Reject(location, "text_not_string", f"field {config.text_field!r} is {type(text).__name__}")
     if len(text.encode("utf-8", "surrogatepass")) > config.max_doc_bytes:
         return Reject(location, "too_large", f"{len(text)} characters > max_doc_bytes={config.max_doc_bytes}")
+    coerced = []
     title = _field(obj, config.title_field)
+    if isinstance(title, (int, float)) and not isinstance(title, bool):
+        title, coerced = str(title), [*coerced, "title_number"]  # a numeric title (e.g. a year) is still a title
+    elif title is not None and not isinstance(title, str):
+        title, coerced = json.dumps(title, ensure_ascii=False), [*coerced, "title_not_text"]
     title = title.strip() if isinstance(title, str) and title.strip() else None
     source_id = _field(obj, config.id_field)
+    if isinstance(source_id, (list, dict)):
+        source_id, coerced = json.dumps(source_id, ensure_ascii=False, sort_keys=True), [*coerced, "id_not_scalar"]
     source_id = None if source_id is None else str(source_id)
     for name, value in ((config.text_field, text), (config.title_field, title), (config.id_field, source_id)):
         # Undecodable bytes (CSV, read with surrogateescape) and lone surrogates (JSON "\ud800")
         # cannot be written as UTF-8: reject here rather than fail inside the Parquet writer.
         if value is not None and _has_surrogates(value):
             return Reject(location, "invalid_utf8", f"field {name!r} is not valid UTF-8")
-    return Record(location, source_id, title, text)
+    return Record(location, source_id, title, text, tuple(coerced))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -238,14 +302,15 @@ def read_text_folder(path: Path, config: ReaderConfig) -> Iterator[Record | Reje
     """One document per file, files in sorted path order; binary files are rejected."""
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         rel = file.relative_to(path)
-        if any(part.startswith(".") for part in rel.parts):
-            continue  # hidden files and folders (.DS_Store, .git) are not documents
         location = f"{file}:1"
+        if any(part.startswith(".") for part in rel.parts):  # .DS_Store, .git/...: counted, not read
+            yield Reject(location, "hidden_file", "a dot-named file or folder is not read as a document")
+            continue
         size = file.stat().st_size
         if size > config.max_doc_bytes:
             yield Reject(location, "too_large", f"{size} bytes > max_doc_bytes={config.max_doc_bytes}")
             continue
-        data = file.read_bytes()
+        data = _decompress(file.read_bytes())
         if b"\x00" in data[:SNIFF_BYTES]:
             yield Reject(location, "binary_file", "contains NUL bytes")
             continue

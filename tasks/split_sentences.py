@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-SPLIT_CODE_VERSION = "split_v1"
+SPLIT_CODE_VERSION = "split_v2"  # v2: over-long sentences are cut at whitespace, not cropped
 
 _CLOSERS = "”’」』）》】〕〉\"')\\]"
 _CJK_CLASS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
@@ -46,7 +46,7 @@ SENTENCES_SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class SplitConfig:
-    max_sentence_chars: int = 512  # longer sentences are cropped (and counted), never dropped
+    max_sentence_chars: int = 512  # longer sentences are cut into pieces at whitespace (counted); titles cropped
 
 
 def normalize(text: str) -> str:
@@ -105,12 +105,25 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+def cut_at_whitespace(sentence: str, limit: int) -> list[str]:
+    """Pieces of at most `limit` characters, cut after the last whitespace that fits (or at the
+    limit when a piece has none); the pieces joined give the sentence back."""
+    pieces = []
+    while len(sentence) > limit:
+        window = sentence[:limit]
+        at = max(window.rfind(" "), window.rfind("\n"), window.rfind("\t"))
+        at = at + 1 if at > 0 else limit
+        pieces.append(sentence[:at])
+        sentence = sentence[at:]
+    return [*pieces, sentence] if sentence else pieces
+
+
 def split_documents(
     doc_ids: list[str], titles: list[str | None], texts: list[str], config: SplitConfig
 ) -> tuple[pa.Table, dict[str, int]]:
     """Documents -> the sentences table (title first as `sent_id` 0), plus counts."""
     out_doc, out_sid, out_title, out_text = [], [], [], []
-    cropped = 0
+    cropped = cut = 0
     no_sentences = 0
     limit = config.max_sentence_chars
     for doc_id, title, text in zip(doc_ids, titles, texts, strict=True):
@@ -122,8 +135,12 @@ def split_documents(
         if title:
             sentences.insert(0, title)
         if any(len(s) > limit for s in sentences):
-            cropped += sum(len(s) > limit for s in sentences)
-            sentences = [s[:limit] for s in sentences]
+            # A run without terminators (a table, a list, a whole page on one line) is cut into
+            # pieces at whitespace: every character is kept. Only a title is cropped.
+            cut += sum(len(s) > limit for s in sentences[first == 0 :])
+            cropped += first == 0 and len(sentences[0]) > limit
+            head = [sentences[0][:limit]] if first == 0 else []
+            sentences = head + [piece for s in sentences[len(head) :] for piece in cut_at_whitespace(s, limit)]
         # Whole-document extends instead of per-row appends (this loop runs once per document).
         n = len(sentences)
         out_doc.extend([doc_id] * n)
@@ -141,7 +158,7 @@ def split_documents(
         ],
         schema=SENTENCES_SCHEMA,
     )
-    counts = {"cropped_sentences": cropped, "documents_without_sentences": no_sentences}
+    counts = {"cropped_titles": int(cropped), "cut_sentences": cut, "documents_without_sentences": no_sentences}
     return table, counts
 
 

@@ -263,3 +263,20 @@ def test_a_slow_run_checkpoints_by_time_as_well_as_by_steps(shards, tmp_path):  
     assert train(dataclasses.replace(cfg, stop_at_step=3)) == {"stopped_at": 3}  # as if killed after step 3
     saved = [p.name for p in sorted((tmp_path / "run" / "checkpoints").glob("step-*.pt"))]
     assert saved == ["step-00000001.pt", "step-00000002.pt"]  # keep_checkpoints=2; step 3 is cut off before saving
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_an_input_without_documents_is_an_error_unless_allowed(tmp_path):
+    from flows.build_pairs import build_pairs
+    from tasks.read_corpus import CorpusError
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / ".DS_Store").write_bytes(b"\x00\x01")
+    (folder / "empty.txt").write_text("  \n", encoding="utf-8")
+    root = tmp_path / "data"
+    with pytest.raises(CorpusError, match="0 documents .*empty_text=1, hidden_file=1.*--allow-empty"):
+        build_pairs(input_path=str(folder), root=str(root), workers=1)
+    refs = build_pairs(input_path=str(folder), root=str(root), workers=1, allow_empty=True)
+    manifest = json.loads((root / refs["documents"]["path"] / "_manifest.json").read_text())
+    assert manifest["rows"] == {"documents": 0, "rejects": 2}  # every input file is a document or a reject

@@ -81,8 +81,46 @@ def test_text_folder_rejects_binary_and_bad_utf8(tmp_path):
     records, rejects = split_items(read_corpus(tmp_path, ReaderConfig()))
     assert [(r.source_id, r.title) for r in records] == [("a.txt", "a"), ("b/c.txt", "c")]
     assert sorted((r.location.rsplit("/", 1)[-1], r.reason) for r in rejects) == [
+        (".hidden:1", "hidden_file"),
         ("image.png:1", "binary_file"),
         ("latin1.txt:2", "invalid_utf8"),
+    ]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "bz2", "zstd"])
+def test_compressed_input_is_read_whatever_its_name(tmp_path, codec):
+    import gzip
+
+    raw = "".join(json.dumps({"id": i, "text": f"Doc {i}."}) + "\n" for i in range(3)).encode()
+    if codec == "zstd":  # a framed .zst stream, as the zstd tool writes it
+        sink = pa.BufferOutputStream()
+        with pa.CompressedOutputStream(sink, "zstd") as out:
+            out.write(raw)
+        packed = sink.getvalue().to_pybytes()
+    else:
+        packed = gzip.compress(raw) if codec == "gzip" else bz2.compress(raw)
+    (tmp_path / "docs.jsonl").write_bytes(packed)  # named as plain JSON Lines
+    records, rejects = split_items(read_corpus(tmp_path / "docs.jsonl", ReaderConfig()))
+    assert [r.text for r in records] == ["Doc 0.", "Doc 1.", "Doc 2."] and not rejects
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "a.txt").write_bytes(packed)
+    records, rejects = split_items(read_corpus(tmp_path / "folder", ReaderConfig()))
+    assert len(records) == 1 and records[0].text.startswith('{"id": 0') and not rejects
+
+
+def test_coerced_fields_are_kept_and_counted(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    rows = [
+        {"id": 1, "title": 1984, "text": "A novel."},
+        {"id": ["idlist"], "title": "T", "text": "Listed id."},
+        {"id": 3, "title": "Plain", "text": "Nothing coerced."},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    records, _ = split_items(read_corpus(path, ReaderConfig()))
+    assert [(r.title, r.source_id, r.coerced) for r in records] == [
+        ("1984", "1", ("title_number",)),
+        ("T", '["idlist"]', ("id_not_scalar",)),
+        ("Plain", "3", ()),
     ]
 
 

@@ -40,17 +40,38 @@ def test_normalize_is_nfkc_casefold_and_collapses_whitespace():
     assert normalize("ＧｉｔＨｕｂ　上的删除线") == "github 上的删除线"
 
 
-def test_documents_table_title_row_and_cropping():
+def test_documents_table_title_row_and_cutting():
+    long = "Two is " + "x" * 50 + "."
     table, counts = split_documents(
-        ["d1", "d2"], ["The Title", None], ["One. Two is " + "x" * 50 + ".", "Only sentence."], SplitConfig(20)
+        ["d1", "d2"],
+        ["The Title", "A title far longer than twenty"],
+        ["One. " + long, "Only sentence."],
+        SplitConfig(20),
     )
     rows = table.to_pylist()
     assert [(r["doc_id"], r["sent_id"], r["is_title"]) for r in rows] == [
         ("d1", 0, True),
         ("d1", 1, False),
         ("d1", 2, False),
+        ("d1", 3, False),
+        ("d1", 4, False),
+        ("d1", 5, False),
+        ("d2", 0, True),
         ("d2", 1, False),
     ]
     assert rows[0]["norm"] == "the title"
-    assert len(rows[2]["text"]) == 20 and rows[2]["text"].startswith("Two is x")
-    assert counts == {"cropped_sentences": 1, "documents_without_sentences": 0}
+    pieces = [r["text"] for r in rows[2:6]]
+    assert "".join(pieces) == long and all(len(p) <= 20 for p in pieces)
+    assert pieces[0] == "Two is "  # cut after the last space that fits, then at the limit
+    assert rows[6]["text"] == "A title far longer t"  # titles are cropped, and counted
+    assert counts == {"cropped_titles": 1, "cut_sentences": 1, "documents_without_sentences": 0}
+
+
+def test_a_document_without_terminators_keeps_every_character():
+    words = [f"w{i}" for i in range(40_000)]
+    text = " ".join(words)  # ~230k characters, not one sentence terminator
+    table, counts = split_documents(["d"], [None], [text], SplitConfig(512))
+    pieces = table.column("text").to_pylist()
+    assert "".join(pieces) == text and max(map(len, pieces)) <= 512
+    assert all(p.endswith(" ") for p in pieces[:-1])  # never inside a word
+    assert counts["cut_sentences"] == 1
