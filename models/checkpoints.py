@@ -9,12 +9,13 @@ else.
 from __future__ import annotations
 
 import random
-import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from storage.atomic import atomic_path
 
 
 class UnsafeCheckpointError(RuntimeError):
@@ -45,9 +46,8 @@ def latest_checkpoint(ckpt_dir: Path) -> Path | None:
 def save_checkpoint(ckpt_dir: Path, state: dict[str, Any], keep: int) -> Path:
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     path = ckpt_dir / f"step-{state['step']:08d}.pt"
-    tmp = ckpt_dir / f".tmp-{uuid.uuid4().hex}.pt"
-    torch.save(plain(state), tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:  # a hidden name until complete: `step-*.pt` never matches it
+        torch.save(plain(state), tmp)
     for old in sorted(ckpt_dir.glob("step-*.pt"))[:-keep]:
         old.unlink()
     return path

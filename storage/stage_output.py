@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from storage.atomic import atomic_write_json
 from storage.fingerprint import _plain
 from storage.layout import INVALID, MANIFEST, data_root, stage_dir
 from storage.manifest import check_files, inventory, is_complete, read_manifest, write_manifest
@@ -67,12 +68,6 @@ def latest_ref(root: Path, stage: str) -> dict[str, str]:
     return stage_ref(stage, best[1])
 
 
-def _logger():
-    from tasks.progress import current_logger  # the Prefect run logger inside a run, plain logging outside
-
-    return current_logger(__name__)
-
-
 @dataclass
 class StageOutput:
     """One stage's output folder for one fingerprint (see the module docstring)."""
@@ -86,9 +81,12 @@ class StageOutput:
     started_at: float = field(default_factory=time.time)
 
     @classmethod
-    def open(cls, root: str | Path, stage: str, fingerprint: str, exclude: tuple[str, ...] = ()) -> StageOutput:
+    def open(
+        cls, root: str | Path, stage: str, fingerprint: str, exclude: tuple[str, ...] = (), log=None
+    ) -> StageOutput:
+        """`log`: the caller's logger (Prefect's run logger inside a task run, so the UI shows reuse)."""
         out = cls(data_root(root), stage, fingerprint, exclude=exclude)
-        folder, log = out.dir, _logger()
+        folder, log = out.dir, log or logging.getLogger(__name__)
         manifest = read_manifest(folder)
         invalid = folder / INVALID
         problems = check_files(folder, manifest) if manifest is not None else []
@@ -126,35 +124,10 @@ class StageOutput:
 
         return Completed(data=self.ref, name="Cached", message=f"reused {self.ref['path']}")
 
-    def finish(
-        self,
-        *,
-        code_version: str,
-        config: Any,
-        inputs: Any,
-        upstream: list[dict[str, str]],
-        tables: dict[str, str],
-        rows: dict[str, int],
-        drops: dict[str, int],
-        timings: dict[str, float] | None = None,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, str]:
-        """Write the manifest (with the file inventory) last; returns the reference."""
+    def finish(self, **fields: Any) -> dict[str, str]:
+        """Write the manifest (`build_manifest`'s fields, plus the file inventory) last; returns the reference."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        manifest = build_manifest(
-            stage=self.stage,
-            fingerprint=self.fingerprint,
-            code_version=code_version,
-            config=config,
-            inputs=inputs,
-            upstream=upstream,
-            tables=tables,
-            rows=rows,
-            drops=drops,
-            started_at=self.started_at,
-            timings=timings,
-            extra=extra,
-        )
+        manifest = build_manifest(stage=self.stage, fingerprint=self.fingerprint, started_at=self.started_at, **fields)
         manifest["files"] = inventory(self.dir, self.exclude)
         if self.rebuilt:
             manifest["rebuilt"] = self.rebuilt
@@ -215,8 +188,6 @@ def verify_outputs(root: Path, stage: str | None = None, log=None) -> list[dict[
         listed = manifest.get("files")
         status = "damaged" if problems else ("ok" if listed is not None else "unchecked")
         if problems:
-            from storage.atomic import atomic_write_json
-
             atomic_write_json(folder / INVALID, {"problems": problems, "manifest": manifest})
             path.unlink()
             log.warning("%s: damaged (%s); marked for rebuilding", folder.relative_to(root), "; ".join(problems[:3]))

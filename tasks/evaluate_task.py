@@ -36,10 +36,10 @@ def evaluate_unit(
     # The identity hashes the model's weights and the data files: a model overwritten in place
     # or an edited data file is a new unit, never an old result.
     identity = unit_identity(model, dataset, config)
-    out = StageOutput.open(root, "eval-unit", fingerprint("eval-unit", EVAL_CODE_VERSION, identity))
+    logger = current_logger(__name__)
+    out = StageOutput.open(root, "eval-unit", fingerprint("eval-unit", EVAL_CODE_VERSION, identity), log=logger)
     if out.complete:
         return out.cached()
-    logger = current_logger(__name__)
     logger.info("evaluate %s on %s -> %s", model, dataset.label, out.dir)
     result = run_unit(model, dataset, config, device)
     rows = unit_rows(result, dataset, model, out.fingerprint, out.started_at)
@@ -64,7 +64,7 @@ def evaluate_unit(
 def write_metrics(units: list[dict[str, str]], root: str, title: str = "Evaluation") -> dict[str, str]:
     """Concatenate the units' rows into the `metrics` stage, with `report.md` and one chart per task."""
     fp = fingerprint("evaluate", REPORT_CODE_VERSION, {"title": title}, [u["fingerprint"] for u in units])
-    stage = StageOutput.open(root, "evaluate", fp)
+    stage = StageOutput.open(root, "evaluate", fp, log=current_logger(__name__))
     if stage.complete:
         return stage.cached()
     base, out = stage.root, stage.dir

@@ -41,10 +41,10 @@ def require_documents(root: Path, documents: dict[str, str], allow_empty: bool) 
 def ingest(input_path: str, config: IngestConfig, root: str) -> dict[str, str]:
     """Stream the corpus into document shards; a finished output folder is reused as is."""
     fp, inputs = ingest_fingerprint(input_path, config)
-    out = StageOutput.open(root, "ingest", fp)
+    logger = current_logger(__name__)
+    out = StageOutput.open(root, "ingest", fp, log=logger)
     if out.complete:
         return out.cached()
-    logger = current_logger(__name__)
     logger.info("ingest: %s -> %s", input_path, out.dir)
     progress = Progress("ingest records", None, logger)
     ingest_corpus(Path(input_path), config, out.dir, on_record=progress.update)

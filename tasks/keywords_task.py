@@ -62,10 +62,10 @@ def plot_markdown(plot: Path) -> str:
 @task(name="keywords", **STAGE_TASK)
 def keywords(source: dict[str, str], config: KeywordsConfig, root: str) -> dict[str, str]:
     """Fit GSDMM (optionally sweeping K) and write `keywords`, `topics` and `topic_sweep` tables."""
-    stage = StageOutput.open(root, "keywords", keywords_fingerprint(source, config))
+    logger = current_logger(__name__)
+    stage = StageOutput.open(root, "keywords", keywords_fingerprint(source, config), log=logger)
     if stage.complete:
         return stage.cached()
-    logger = current_logger(__name__)
     out = stage.dir
     sweep_temporaries(out)
     texts = read_texts(stage.root, source)

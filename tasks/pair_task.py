@@ -19,10 +19,11 @@ _ROW_COUNTS = ("documents", "sentences", "pairs", "title_pairs", "content_pairs"
 @task(name="pair", **STAGE_TASK)
 def pair(sentences: dict[str, str], config: PairConfig, root: str, workers: int = 0) -> dict[str, str]:
     """Mine pairs in every sentences shard on all cores (`workers=0`: one per core)."""
-    out = StageOutput.open(root, "pair", fingerprint("pair", PAIR_CODE_VERSION, config, [sentences["fingerprint"]]))
+    logger = current_logger(__name__)
+    fp = fingerprint("pair", PAIR_CODE_VERSION, config, [sentences["fingerprint"]])
+    out = StageOutput.open(root, "pair", fp, log=logger)
     if out.complete:
         return out.cached()
-    logger = current_logger(__name__)
     shards = finished_shards(ref_dir(out.root, sentences))
     logger.info("pair: %d sentence shards, rule=%s -> %s", len(shards), config.rule, out.dir)
     progress = Progress("pair shards", len(shards), logger)

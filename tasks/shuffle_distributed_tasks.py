@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from storage.layout import data_root
 from storage.shards import finished_shards, sweep_temporaries
 from storage.stage_output import StageOutput, ref_dir
+from tasks.progress import current_logger
 from tasks.shuffle_pairs import (
     WORK_DIR,
     ShuffleConfig,
@@ -34,7 +35,8 @@ from tasks.shuffle_task import complete_shuffle, shuffle_fingerprint
 @task(name="plan-shuffle", cache_policy=NO_CACHE)
 def plan_shuffle(pairs: dict[str, str], config: ShuffleConfig, root: str) -> dict:
     """Fingerprint, input shards and partition count; `complete` when the stage already exists."""
-    out = StageOutput.open(root, "shuffle", shuffle_fingerprint(pairs, config), exclude=(WORK_DIR,))
+    fp = shuffle_fingerprint(pairs, config)
+    out = StageOutput.open(root, "shuffle", fp, exclude=(WORK_DIR,), log=current_logger(__name__))
     base = out.root
     shards = [str(p.relative_to(base)) for p in finished_shards(ref_dir(base, pairs))]
     input_bytes = uncompressed_bytes([base / s for s in shards])
@@ -74,6 +76,6 @@ def write_shards(plan: dict, pairs: dict[str, str], config: ShuffleConfig, root:
     stats: dict[str, float] = {"partitions": plan["partitions"], **sorted_stats(out / WORK_DIR, plan["partitions"])}
     schema = shard_schema([base / s for s in plan["inputs"]])
     stats.update(write_bucket_shards(out / WORK_DIR, out, plan["partitions"], config, schema))
-    stage = StageOutput(base, "shuffle", plan["ref"]["fingerprint"], exclude=(WORK_DIR,), started_at=plan["started"])
-    stage.rebuilt = plan["rebuilt"]
+    fp = plan["ref"]["fingerprint"]
+    stage = StageOutput(base, "shuffle", fp, exclude=(WORK_DIR,), rebuilt=plan["rebuilt"], started_at=plan["started"])
     return complete_shuffle(stage, pairs, config, stats)

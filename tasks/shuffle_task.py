@@ -43,10 +43,10 @@ def complete_shuffle(out: StageOutput, pairs: dict[str, str], config: ShuffleCon
 @task(name="shuffle", **STAGE_TASK)
 def shuffle(pairs: dict[str, str], config: ShuffleConfig, root: str) -> dict[str, str]:
     """Dedup and globally shuffle on this machine (partitions sorted one after another)."""
-    out = StageOutput.open(root, "shuffle", shuffle_fingerprint(pairs, config), exclude=(WORK_DIR,))
+    logger = current_logger(__name__)
+    out = StageOutput.open(root, "shuffle", shuffle_fingerprint(pairs, config), exclude=(WORK_DIR,), log=logger)
     if out.complete:
         return out.cached()
-    logger = current_logger(__name__)
     shards = finished_shards(ref_dir(out.root, pairs))
     logger.info(
         "shuffle: %d pair shards, seed=%d, memory_limit=%s -> %s",

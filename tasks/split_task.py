@@ -15,10 +15,11 @@ from tasks.stage_cache import STAGE_TASK
 @task(name="split", **STAGE_TASK)
 def split(documents: dict[str, str], config: SplitConfig, root: str, workers: int = 0) -> dict[str, str]:
     """Split every document shard into sentences on all cores (`workers=0`: one per core)."""
-    out = StageOutput.open(root, "split", fingerprint("split", SPLIT_CODE_VERSION, config, [documents["fingerprint"]]))
+    logger = current_logger(__name__)
+    fp = fingerprint("split", SPLIT_CODE_VERSION, config, [documents["fingerprint"]])
+    out = StageOutput.open(root, "split", fp, log=logger)
     if out.complete:
         return out.cached()
-    logger = current_logger(__name__)
     shards = finished_shards(ref_dir(out.root, documents))
     logger.info("split: %d document shards -> %s", len(shards), out.dir)
     progress = Progress("split shards", len(shards), logger)

@@ -155,11 +155,13 @@ def train(
     if source["stage"] not in INPUT_STAGES.get(method, ()):
         raise ValueError(f"method {method!r} trains on {INPUT_STAGES.get(method)} outputs, not {source['stage']!r}")
     # Checkpoints are resume state, not output: neither listed in the manifest nor checked.
-    stage = StageOutput.open(root, "train", train_fingerprint(source, config), exclude=("checkpoints",))
+    logger = current_logger(__name__)
+    fp = train_fingerprint(source, config)
+    stage = StageOutput.open(root, "train", fp, exclude=("checkpoints",), log=logger)
     if stage.complete:
         return stage.cached()
     where = source_dir(stage.root, source)
-    out, fp, logger = stage.dir, stage.fingerprint, current_logger(__name__)
+    out = stage.dir
     key = "shards" if method == "gur" else "questions"
     cfg = train_config(config, out_dir=str(out), **{key: str(where)})
     summary = run_training(out, dataclasses.asdict(cfg), nproc, logger)
