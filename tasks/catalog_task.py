@@ -7,8 +7,8 @@ from prefect.cache_policies import NO_CACHE
 
 from storage.catalog import refresh_catalog
 from storage.layout import data_root
+from storage.progress import current_logger
 from storage.stage_output import ref_dir
-from tasks.progress import current_logger
 
 
 @task(name="update-catalog", cache_policy=NO_CACHE)

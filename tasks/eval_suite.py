@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from models.encoders import BM25Ranker, model_fingerprint, resolve_model
+from models.encoders import BM25Ranker
 from tasks.eval_data import (
     DatasetMissing,
     DemoRetrievalConfig,
@@ -23,6 +23,7 @@ from tasks.eval_data import (
     load_stackoverflow,
     load_stsb,
 )
+from tasks.eval_models import model_fingerprint, model_label, resolve_model
 from tasks.eval_tasks import (
     MetricValue,
     QuestionRetrievalConfig,
@@ -152,8 +153,6 @@ def run_unit(model_spec: str, spec: DatasetSpec, config: SuiteConfig, device: st
     try:
         data = _load(spec, config)
     except DatasetMissing as exc:
-        from models.encoders import model_label
-
         return UnitResult(model_label(model_spec), "", model_fingerprint(model_spec), [], "not_run", str(exc))
     model = resolve_model(model_spec, device)
     values, detail = _evaluate(model, spec, data, config)

@@ -19,12 +19,12 @@ from prefect.cache_policies import NO_CACHE
 
 from storage.fingerprint import fingerprint
 from storage.layout import data_root, shard_name
+from storage.progress import current_logger
 from storage.shards import write_shard
 from storage.stage_output import StageOutput, ref_dir
 from tasks.eval_report import METRICS_SCHEMA, REPORT_CODE_VERSION, metric_label, plot_charts, render_report
 from tasks.eval_suite import DatasetSpec, SuiteConfig, run_unit, unit_identity, unit_rows
 from tasks.eval_tasks import EVAL_CODE_VERSION
-from tasks.progress import current_logger
 from tasks.stage_cache import STAGE_TASK
 
 

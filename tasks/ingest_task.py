@@ -7,10 +7,10 @@ from pathlib import Path
 from prefect import task
 
 from storage.fingerprint import canonical_json, file_signature, fingerprint
+from storage.progress import Progress, current_logger
 from storage.shards import sum_shard_stats
 from storage.stage_output import StageOutput
 from tasks.ingest_documents import INGEST_CODE_VERSION, IngestConfig, default_source_name, ingest_corpus
-from tasks.progress import Progress, current_logger
 from tasks.stage_cache import STAGE_TASK
 
 

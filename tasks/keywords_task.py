@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 from prefect import task
 
 from storage.fingerprint import fingerprint
+from storage.progress import current_logger
 from storage.shards import finished_shards, sweep_temporaries, write_shard
 from storage.stage_output import StageOutput, ref_dir
 from tasks.filter_keywords import KEYWORDS_CODE_VERSION, KeywordsConfig, mine_keywords_table, tokenizer_fingerprint
-from tasks.progress import current_logger
 from tasks.stage_cache import STAGE_TASK
 from tasks.topic_coherence import plot_sweep, summarize_sweep
 

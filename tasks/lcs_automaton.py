@@ -9,8 +9,8 @@ The plain longest common substring falls out of the same pass.
 
 Transitions live in an open-addressing hash keyed by ``(state, code point)`` so that the
 alphabet (all of Unicode) never needs a dense table; everything is plain arrays so the kernels
-compile with numba. ``common_substring_reference`` is the obviously-correct O(nm) dynamic
-programme the kernel is tested against.
+compile with numba. The tests check the kernel against an obviously-correct O(nm) dynamic
+programme (``tests/pair_reference.py``).
 
 Ties: heaviest weight first, then the longer substring, then the earliest end in ``b``; the
 position in ``a`` is always the first occurrence there.
@@ -27,23 +27,12 @@ import numpy as np
 WEIGHTED = "weighted"
 LETTERS = "letters"
 
-CJK_WEIGHT = 10
+# GUR's released weight (``weight`` in sents2pair.py): a letter (Unicode category L*) with
+# ``ord(c) > 10000`` weighs 1.0, any other letter 0.3, anything else 0.1; here times ten, as integers.
+HIGH_LETTER_ABOVE = 10000  # decimal, as in GUR's code (U+2710), not 0x10000
+HIGH_LETTER_WEIGHT = 10
 LETTER_WEIGHT = 3
 OTHER_WEIGHT = 1
-
-# Blocks whose letters count as one "Hanzi-like" unit: Hangul Jamo, CJK radicals to Kanbun,
-# Bopomofo, kana, CJK ideographs (URO, extensions, compatibility), Hangul syllables and jamo
-# extensions, half-width kana/Hangul, kana supplements, and the supplementary ideograph planes.
-_CJK_RANGES = (
-    (0x1100, 0x11FF),
-    (0x2E80, 0x9FFF),
-    (0xA960, 0xA97F),
-    (0xAC00, 0xD7FF),
-    (0xF900, 0xFAFF),
-    (0xFF66, 0xFFDC),
-    (0x1AFF0, 0x1B2FF),
-    (0x20000, 0x3FFFF),
-)
 
 _N_CODEPOINTS = 0x110000
 _CODE_BITS = 21  # every code point fits in 21 bits; hash keys are (state << 21) | code point
@@ -62,7 +51,8 @@ class CommonSubstring(NamedTuple):
 
 
 @cache
-def _is_alpha() -> np.ndarray:
+def _is_letter() -> np.ndarray:
+    """Per code point: a letter? ``str.isalpha`` is exactly Unicode category L* (Lu Ll Lt Lm Lo), GUR's test."""
     return np.fromiter((chr(c).isalpha() for c in range(_N_CODEPOINTS)), dtype=bool, count=_N_CODEPOINTS)
 
 
@@ -70,20 +60,21 @@ def _is_alpha() -> np.ndarray:
 def char_weight_table(rule: str = WEIGHTED) -> np.ndarray:
     """Weight of every code point as a read-only uint8 array indexed by code point.
 
-    ``weighted`` (GUR's code, scaled to integers): CJK/kana/Hangul letters 10, other letters
-    (``str.isalpha``) 3, anything else 1. ``letters`` (the paper's wording): any letter 1,
+    ``weighted`` (GUR's released code, scaled to integers): letters above code point 10000
+    (U+2710) 10, other letters 3, anything else 1. The first group is mostly CJK ideographs,
+    kana and Hangul syllables, but it also holds fullwidth Latin, Glagolitic, Yi, Latin
+    Extended-D and every letter outside the BMP (Old Italic, Gothic, ...), while Hangul Jamo
+    (U+1100-U+11FF) falls in the second. ``letters`` (the paper's wording): any letter 1,
     anything else (spaces, digits, punctuation) 0.
     """
     if rule not in (WEIGHTED, LETTERS):
         raise ValueError(f"unknown weight rule {rule!r}")
-    alpha = _is_alpha()
+    letter = _is_letter()
     if rule == LETTERS:
-        table = alpha.astype(np.uint8)
+        table = letter.astype(np.uint8)
     else:
-        table = np.where(alpha, LETTER_WEIGHT, OTHER_WEIGHT).astype(np.uint8)
-        for lo, hi in _CJK_RANGES:
-            block = table[lo : hi + 1]
-            block[alpha[lo : hi + 1]] = CJK_WEIGHT
+        high = np.arange(_N_CODEPOINTS) > HIGH_LETTER_ABOVE
+        table = np.where(letter, np.where(high, HIGH_LETTER_WEIGHT, LETTER_WEIGHT), OTHER_WEIGHT).astype(np.uint8)
     table.setflags(write=False)
     return table
 
@@ -370,35 +361,6 @@ def heaviest_common_substring(a: str, b: str, rule: str = WEIGHTED) -> CommonSub
     ca, cb = codepoints(a), codepoints(b)
     pw = _prefix(char_weight_table(rule)[cb].astype(np.int64))
     return CommonSubstring(*common_substring_kernel(ca, cb, pw, shared_workspace(len(ca))))
-
-
-def common_substring_reference(a: str, b: str, rule: str = WEIGHTED) -> CommonSubstring:
-    """O(len(a) * len(b)) dynamic programme with the same result and tie-breaking as the automaton."""
-    table = char_weight_table(rule)
-    pw = [0]
-    for ch in b:
-        pw.append(pw[-1] + int(table[ord(ch)]))
-    best = (0, 0, 0, 0)  # weight, length, a_start, b_start
-    longest = (0, 0, 0)  # length, a_start, b_start
-    prev = [0] * (len(a) + 1)
-    for j, cb in enumerate(b):
-        cur = [0] * (len(a) + 1)
-        ms, a_end = 0, -1
-        for i, ca in enumerate(a):
-            if ca == cb:
-                cur[i + 1] = prev[i] + 1
-                if cur[i + 1] > ms:
-                    ms, a_end = cur[i + 1], i
-        prev = cur
-        if ms == 0:
-            continue
-        w = pw[j + 1] - pw[j + 1 - ms]
-        if w > best[0] or (w == best[0] and ms > best[1]):
-            best = (w, ms, a_end - ms + 1, j - ms + 1)
-        if ms > longest[0]:
-            longest = (ms, a_end - ms + 1, j - ms + 1)
-    w, n, sa, sb = best
-    return CommonSubstring(sa, sb, n, w, longest[1], longest[2], longest[0])
 
 
 def trim_zero_weight(text: str, start: int, length: int, rule: str = WEIGHTED) -> tuple[int, int]:

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from storage.fingerprint import fingerprint
+from storage.progress import current_logger
 from storage.stage_output import ref_dir
 from tasks.nightly_config import NightlyConfig
-from tasks.progress import current_logger
 
 
 def metric_key(row: dict[str, Any]) -> str:

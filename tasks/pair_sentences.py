@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from tasks.lcs_automaton import LETTERS, char_weight_table
 from tasks.pair_candidates import COUNTERS, PairConfig, SentenceArrays, doc_keys, select_pairs
 
-PAIR_CODE_VERSION = "pair_v1"
+PAIR_CODE_VERSION = "pair_v2"  # v2: letters above code point 10000 weigh 10, as in GUR (v1: CJK blocks only)
 
 SENTENCE_COLUMNS = ("doc_id", "sent_id", "is_title", "text", "norm")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from prefect import task
 
 from storage.fingerprint import fingerprint
+from storage.progress import Progress, current_logger
 from storage.shards import finished_shards, sum_shard_stats
 from storage.stage_output import StageOutput, ref_dir
 from tasks.pair_candidates import PairConfig
 from tasks.pair_sentences import PAIR_CODE_VERSION
 from tasks.pair_shards import pair_all
-from tasks.progress import Progress, current_logger
 from tasks.stage_cache import STAGE_TASK
 
 _ROW_COUNTS = ("documents", "sentences", "pairs", "title_pairs", "content_pairs", "short_pairs", "candidates_checked")

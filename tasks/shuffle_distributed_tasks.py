@@ -13,9 +13,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from storage.layout import data_root
+from storage.progress import current_logger
 from storage.shards import finished_shards, sweep_temporaries
 from storage.stage_output import StageOutput, ref_dir
-from tasks.progress import current_logger
 from tasks.shuffle_pairs import (
     WORK_DIR,
     ShuffleConfig,

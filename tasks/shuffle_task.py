@@ -7,9 +7,9 @@ import shutil
 from prefect import task
 
 from storage.fingerprint import fingerprint
+from storage.progress import current_logger
 from storage.shards import finished_shards
 from storage.stage_output import StageOutput, ref_dir
-from tasks.progress import current_logger
 from tasks.shuffle_pairs import BUCKETS, SHUFFLE_CODE_VERSION, WORK_DIR, ShuffleConfig, shuffle_all
 from tasks.stage_cache import STAGE_TASK
 

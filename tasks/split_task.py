@@ -5,9 +5,9 @@ from __future__ import annotations
 from prefect import task
 
 from storage.fingerprint import fingerprint
+from storage.progress import Progress, current_logger
 from storage.shards import finished_shards, sum_shard_stats
 from storage.stage_output import StageOutput, ref_dir
-from tasks.progress import Progress, current_logger
 from tasks.split_sentences import SPLIT_CODE_VERSION, SplitConfig, split_all
 from tasks.stage_cache import STAGE_TASK
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models import encoders
-from models.encoders import BM25Ranker, TransformerEncoder, resolve_model, word_tokens
+from models.encoders import BM25Ranker, TransformerEncoder, minilm_path, word_tokens
+from tasks import eval_models
 from tasks.eval_data import (
     DatasetMissing,
     DemoRetrievalConfig,
@@ -22,13 +22,14 @@ from tasks.eval_data import (
     load_stsb,
     write_beir,
 )
+from tasks.eval_models import resolve_model
 from tasks.eval_report import plot_charts, render_report
 from tasks.eval_suite import DatasetSpec, SuiteConfig, run_unit, unit_rows
 from tasks.eval_tasks import QuestionRetrievalConfig, dense_retrieval, question_retrieval, sts, zero_shot
+from tests.conftest import require_shared
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 SO = SHARED / "stackoverflow" / "train.tsv"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared evaluation data not found at {SHARED}")
 
 
 def _loopback(address) -> bool:
@@ -55,14 +56,14 @@ def offline():
 
         return connect
 
-    encoders._resolve.cache_clear()
+    eval_models._resolve.cache_clear()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
         mp.setattr(socket.socket, "connect", guard(real_connect))
         mp.setattr(socket.socket, "connect_ex", guard(real_connect_ex))
         yield
-    encoders._resolve.cache_clear()
+    eval_models._resolve.cache_clear()
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +73,7 @@ def minilm(offline):
 
 @pytest.fixture(scope="module")
 def so_slice():
-    if not SO.exists():
-        pytest.skip(f"shared evaluation data not found at {SHARED}")
+    require_shared(SO)
     return load_stackoverflow(SO, limit=300)
 
 
@@ -110,9 +110,9 @@ def test_minilm_matches_sentence_transformers(minilm):
 
 def test_untrained_is_seeded_and_differs_from_pretrained(offline, minilm):
     texts = ["How do I revert a file in svn?", "Excel formula for a running total"]
-    a = TransformerEncoder.untrained(encoders.minilm_path(), seed=0).encode(texts)
-    b = TransformerEncoder.untrained(encoders.minilm_path(), seed=0).encode(texts)
-    c = TransformerEncoder.untrained(encoders.minilm_path(), seed=1).encode(texts)
+    a = TransformerEncoder.untrained(minilm_path(), seed=0).encode(texts)
+    b = TransformerEncoder.untrained(minilm_path(), seed=0).encode(texts)
+    c = TransformerEncoder.untrained(minilm_path(), seed=1).encode(texts)
     _check_vectors(a, 2)
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
@@ -130,11 +130,11 @@ def test_glove_average(offline):
 
 def test_word2vec_is_reproducible(offline, small_corpus):
     first = resolve_model(f"word2vec:{small_corpus}#title")
-    encoders._resolve.cache_clear()
+    eval_models._resolve.cache_clear()
     second = resolve_model(f"word2vec:{small_corpus}#title")
     texts = ["svn commit hook", "drupal module form"]
     np.testing.assert_array_equal(first.encode(texts), second.encode(texts))
-    assert first.fingerprint == second.fingerprint == encoders.model_fingerprint(f"word2vec:{small_corpus}#title")
+    assert first.fingerprint == second.fingerprint == eval_models.model_fingerprint(f"word2vec:{small_corpus}#title")
     _check_vectors(first.encode(texts), 2)
 
 
@@ -152,7 +152,7 @@ def test_resolver_rejects_unknown_names(tmp_path):
     with pytest.raises(ValueError, match="unknown model"):
         resolve_model("no-such-model")
     with pytest.raises(ValueError, match="unknown model"):
-        encoders.model_fingerprint(str(tmp_path / "missing-folder"))
+        eval_models.model_fingerprint(str(tmp_path / "missing-folder"))
 
 
 def test_exported_folder_loads_with_metadata(tmp_path, minilm):
@@ -164,7 +164,6 @@ def test_exported_folder_loads_with_metadata(tmp_path, minilm):
     np.testing.assert_allclose(model.encode(["svn"]), minilm.encode(["svn"]), atol=1e-5)
 
 
-@needs_shared
 def test_question_retrieval_and_zero_shot_on_stackoverflow(so_slice, minilm):
     bm25 = {(v.metric, v.k): v.value for v in question_retrieval(BM25Ranker(), so_slice)}
     emb = minilm.encode(so_slice.texts)
@@ -181,9 +180,9 @@ def test_question_retrieval_and_zero_shot_on_stackoverflow(so_slice, minilm):
     assert 0 < {v.metric: v.value for v in zero_shot(BM25Ranker(), so_slice)}["accuracy"] < 1
 
 
-@needs_shared
 @pytest.mark.parametrize("name", ["stsb-en-dev.csv", "stsb-zh-dev.csv"])
 def test_sts_b(name, minilm):
+    require_shared(SHARED / "stsb" / name)
     pairs = load_stsb(SHARED / "stsb" / name, limit=80)
     values = {v.metric: v.value for v in sts(minilm, pairs)}
     assert set(values) == {"pearson", "spearman"}

@@ -6,11 +6,13 @@ import contextlib
 import importlib
 import logging
 import random
+import unicodedata
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pair_reference import common_substring_reference
 
 from tasks.lcs_automaton import (
     LETTERS,
@@ -20,7 +22,6 @@ from tasks.lcs_automaton import (
     char_weights,
     codepoints,
     common_substring_kernel,
-    common_substring_reference,
     heaviest_common_substring,
     new_workspace,
     trim_zero_weight,
@@ -108,6 +109,46 @@ def test_character_weights() -> None:
     assert char_weights("a中あ한é1 ,𠀀", LETTERS).tolist() == [1, 1, 1, 1, 1, 0, 0, 0, 1]
     with pytest.raises(ValueError):
         char_weight_table("bogus")
+
+
+def gur_weight(c: str) -> float:
+    """GUR's released ``weight`` (sents2pair.py) for one character, rewritten from its code."""
+    if unicodedata.category(c)[0] != "L":
+        return 0.1
+    return 1.0 if ord(c) > 10000 else 0.3
+
+
+@pytest.mark.parametrize(
+    ("char", "expected"),
+    [
+        ("a", 3),  # Latin
+        ("é", 3),
+        ("7", 1),  # digit
+        (" ", 1),
+        ("中", 10),  # CJK ideograph
+        ("あ", 10),  # hiragana
+        ("カ", 10),  # katakana
+        ("한", 10),  # Hangul syllable
+        ("\u1100", 3),  # Hangul Jamo choseong kiyeok: a letter below 10000
+        ("\U00010300", 10),  # Old Italic letter A: outside the CJK blocks, above 10000
+        ("Ａ", 10),  # fullwidth Latin capital A (U+FF21)
+        ("\u2184", 3),  # Latin small letter reversed c: a letter just below 10000 (8580)
+        ("\u2c00", 10),  # Glagolitic capital letter azu: a letter just above 10000 (11264)
+        ("\u2710", 1),  # code point 10000 itself, a dingbat: not a letter
+        ("、", 1),  # ideographic comma: not a letter, above 10000
+        ("😀", 1),  # emoji: not a letter, above 10000
+        ("\U0001d400", 10),  # mathematical bold capital A: a letter (Lu)
+    ],
+)
+def test_weight_matches_gur(char: str, expected: int) -> None:
+    assert char_weights(char, WEIGHTED).tolist() == [expected]
+    assert expected == round(10 * gur_weight(char))
+
+
+def test_weight_table_matches_gur_everywhere() -> None:
+    table = char_weight_table(WEIGHTED)
+    gur = np.fromiter((round(10 * gur_weight(chr(c))) for c in range(len(table))), dtype=np.int64, count=len(table))
+    np.testing.assert_array_equal(table, gur)
 
 
 def test_paper_example_weights() -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pair_reference import reference_qualifying, reference_select
 
 from tasks.lcs_automaton import new_workspace
 from tasks.pair_candidates import (
@@ -19,8 +20,6 @@ from tasks.pair_candidates import (
     _qualifying_table,
     _select_table,
     qualifying_pairs,
-    reference_qualifying,
-    reference_select,
     select_pairs,
 )
 

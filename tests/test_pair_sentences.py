@@ -9,8 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
+from pair_reference import reference_select
 
-from tasks.pair_candidates import PairConfig, SentenceArrays, reference_select
+from tasks.pair_candidates import PairConfig, SentenceArrays
 from tasks.pair_sentences import (
     PAIR_CODE_VERSION,
     PAIR_SCHEMA,
@@ -57,7 +58,7 @@ def test_schema_and_version() -> None:
     table, counts = pair_table(sentences(TOM_AND_JERRY), PairConfig())
     assert table.column_names[: len(CONTRACT)] == CONTRACT
     assert table.schema == PAIR_SCHEMA
-    assert PAIR_CODE_VERSION == "pair_v1"
+    assert PAIR_CODE_VERSION == "pair_v2"
     assert set(counts) == set(empty_counts())
 
 

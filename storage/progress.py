@@ -1,4 +1,9 @@
-"""Progress for long steps: a bar on an interactive terminal, a log line every few seconds."""
+"""Progress for long steps: a bar on an interactive terminal, a log line every few seconds.
+
+It sits in the bottom layer (next to ``stage_output``, which also logs through the caller's
+logger and knows Prefect only through lazy imports) so that both ``tasks/`` and ``models/``
+can report progress without ``models/`` importing ``tasks/``.
+"""
 
 from __future__ import annotations
 
