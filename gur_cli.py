@@ -7,12 +7,14 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 # Before Prefect is imported: no telemetry, and room for a slow first ephemeral-server start.
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
+DEFAULT = "(default: %(default)s)"  # argparse fills in the option's default
 DEMO_QUERIES = (
     "SELECT bucket, count(*) AS pairs, round(avg(lcs_len), 1) AS avg_lcs_len FROM shards GROUP BY bucket",
     "SELECT a, b, lcs FROM shards WHERE bucket = 'short' LIMIT 5",
@@ -47,41 +49,39 @@ def run_sql(root: Path, query: str, limit: int) -> str:
     return format_table(columns, rows) if columns else "OK"
 
 
-def cmd_build_pairs(args: argparse.Namespace) -> int:
+def build_pairs_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The `build-pairs` flow parameters that make up its stage configs (`flows.build_pairs.stage_configs`)."""
     import json
 
-    from flows.build_pairs import build_pairs
-    from storage.layout import data_root
-    from tasks.shuffle_pairs import ShuffleConfig
+    return {
+        "input_path": args.input,
+        "format": args.format,
+        "text_field": args.text_field,
+        "title_field": args.title_field,
+        "id_field": args.id_field,
+        "source_name": args.source_name,
+        "max_doc_bytes": args.max_doc_bytes,
+        "docs_per_shard": args.docs_per_shard,
+        "max_sentence_chars": args.max_sentence_chars,
+        "pair_rule": args.pair_rule,
+        "pair_repeat": args.pair_repeat,
+        "pair_options": json.loads(args.pair_options) if args.pair_options else None,
+        "seed": args.seed,
+        "rows_per_shard": args.rows_per_shard,
+        "memory_limit": args.memory_limit,
+        "shard_compression": args.shard_compression,
+        "spill_compression": args.spill_compression,
+        "holdout_percent": args.holdout_percent,
+    }
 
-    # Checked here too: a bad codec or limit is one line, before Prefect starts a server.
-    ShuffleConfig(
-        memory_limit=args.memory_limit,
-        shard_compression=args.shard_compression,
-        spill_compression=args.spill_compression,
-    )
-    result = build_pairs(
-        input_path=args.input,
-        format=args.format,
-        text_field=args.text_field,
-        title_field=args.title_field,
-        id_field=args.id_field,
-        source_name=args.source_name,
-        docs_per_shard=args.docs_per_shard,
-        max_sentence_chars=args.max_sentence_chars,
-        max_doc_bytes=args.max_doc_bytes,
-        workers=args.workers,
-        pair_rule=args.pair_rule,
-        pair_options=json.loads(args.pair_options) if args.pair_options else None,
-        seed=args.seed,
-        holdout_percent=args.holdout_percent,
-        allow_empty=args.allow_empty,
-        rows_per_shard=args.rows_per_shard,
-        memory_limit=args.memory_limit,
-        shard_compression=args.shard_compression,
-        spill_compression=args.spill_compression,
-        root=args.root,
-    )
+
+def cmd_build_pairs(args: argparse.Namespace) -> int:
+    from flows.build_pairs import build_pairs, stage_configs
+    from storage.layout import data_root
+
+    params = build_pairs_params(args)
+    stage_configs(**params)  # a bad option is one line here, before Prefect starts a server
+    result = build_pairs(**params, workers=args.workers, allow_empty=args.allow_empty, root=args.root)
     report(data_root(args.root), result)
     return 0
 
@@ -99,7 +99,6 @@ def report(root: Path, result: dict[str, dict[str, str]]) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    args.input = None
     args.source_name = args.source_name or "enwiki-sample"
     cmd_build_pairs(args)
     from storage.layout import data_root
@@ -235,7 +234,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _baselines() -> tuple[str, ...]:
-    from models.encoders import BASELINES
+    from tasks.eval_models import BASELINES
 
     return BASELINES
 
@@ -378,6 +377,18 @@ def nightly_example() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Option defaults are the config dataclasses' own (one place each); `%(default)s` shows them in --help.
+    from deployments.serve import NIGHTLY_CRON, NIGHTLY_TZ
+    from tasks.eval_data import DemoRetrievalConfig
+    from tasks.eval_suite import DatasetSpec, SuiteConfig
+    from tasks.eval_tasks import QuestionRetrievalConfig
+    from tasks.filter_keywords import KeywordsConfig
+    from tasks.ingest_documents import IngestConfig
+    from tasks.pair_candidates import RULES, PairConfig
+    from tasks.read_corpus import ReaderConfig
+    from tasks.shuffle_pairs import ShuffleConfig
+    from tasks.split_sentences import SplitConfig
+
     parser = argparse.ArgumentParser(
         prog="gur",
         description="Turn raw unlabeled documents into a domain-adapted text encoder. Every stage writes Parquet "
@@ -387,63 +398,94 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_build_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--format", default="auto", help="jsonl, wiki2txt, parquet, csv, tsv, textdir, mediawiki, auto")
-        p.add_argument("--text-field", default="text", help="field/column with the document text (default: text)")
-        p.add_argument("--title-field", default="title", help="field/column with the title (default: title)")
-        p.add_argument("--id-field", default="id", help="field/column with the source id (default: id)")
-        p.add_argument("--source-name", default="", help="name used in doc_ids (default: the input's file name)")
-        p.add_argument("--docs-per-shard", type=int, default=2000, help="documents per Parquet shard (default: 2000)")
+        p.add_argument(
+            "--format",
+            default=ReaderConfig.format,
+            help="jsonl, wiki2txt, parquet, csv, tsv, textdir, mediawiki, auto (default: %(default)s)",
+        )
+        p.add_argument(
+            "--text-field", default=ReaderConfig.text_field, help="field/column with the document text " + DEFAULT
+        )
+        p.add_argument(
+            "--title-field", default=ReaderConfig.title_field, help="field/column with the title " + DEFAULT
+        )
+        p.add_argument("--id-field", default=ReaderConfig.id_field, help="field/column with the source id " + DEFAULT)
+        p.add_argument(
+            "--source-name",
+            default=IngestConfig.source_name,
+            help="name used in doc_ids (default: the input's file name)",
+        )
+        p.add_argument(
+            "--docs-per-shard",
+            type=int,
+            default=IngestConfig.docs_per_shard,
+            help="documents per Parquet shard " + DEFAULT,
+        )
         p.add_argument(
             "--max-sentence-chars",
             type=int,
-            default=512,
-            help="cut longer sentences into pieces at whitespace; titles are cropped (default: 512)",
+            default=SplitConfig.max_sentence_chars,
+            help="cut longer sentences into pieces at whitespace; titles are cropped " + DEFAULT,
         )
         p.add_argument("--allow-empty", action="store_true", help="an input with no documents is not an error")
         p.add_argument(
-            "--max-doc-bytes", type=int, default=8_000_000, help="reject larger documents (default: 8000000)"
+            "--max-doc-bytes", type=int, default=ReaderConfig.max_doc_bytes, help="reject larger documents " + DEFAULT
         )
         p.add_argument("--workers", type=int, default=0, help="processes for CPU-heavy stages (default: all cores)")
         p.add_argument(
             "--pair-rule",
-            default="weighted",
-            choices=["weighted", "letters", "none"],
-            help="LCS rule: weighted (GUR code), letters (paper), none (GUR-LCS ablation)",
+            default=PairConfig.rule,
+            choices=RULES,
+            help="LCS rule: weighted (GUR code), letters (paper), none (GUR-LCS ablation) " + DEFAULT,
+        )
+        p.add_argument(
+            "--pair-repeat",
+            type=int,
+            default=PairConfig.repeat,
+            help="most pairs a content sentence takes part in, title pairs included (PairConfig.repeat, GUR's cap) "
+            + DEFAULT,
         )
         p.add_argument(
             "--pair-options",
             default="",
             help='other PairConfig fields as JSON, e.g. \'{"letters_k": 10, "letters_k_by_length": false}\'',
         )
-        p.add_argument("--seed", type=int, default=0, help="seed of partner choice and shuffle (default: 0)")
+        p.add_argument(
+            "--seed", type=int, default=PairConfig.seed, help="seed of partner choice and shuffle " + DEFAULT
+        )
         p.add_argument(
             "--holdout-percent",
             type=int,
             default=None,
-            help="documents kept out of the pairs for evaluation (default: 20 for the demo, else 0)",
+            help="documents kept out of the pairs for evaluation "
+            f"(default: {DemoRetrievalConfig.held_out_percent} for the demo, else 0)",
         )
-        p.add_argument("--rows-per-shard", type=int, default=100_000, help="rows per training shard (default: 100000)")
+        p.add_argument(
+            "--rows-per-shard",
+            type=int,
+            default=ShuffleConfig.rows_per_shard,
+            help="rows per training shard " + DEFAULT,
+        )
         p.add_argument(
             "--memory-limit",
-            default="1GB",
-            help="memory of the dedup + shuffle stage, e.g. 512MB, 4GiB; larger input spills to disk (default: 1GB)",
+            default=ShuffleConfig.memory_limit,
+            help="memory of the dedup + shuffle stage, e.g. 512MB, 4GiB; larger input spills to disk " + DEFAULT,
         )
         p.add_argument(
             "--shard-compression",
-            default="snappy",
-            help="Parquet codec of the training shards: snappy, zstd (~30%% smaller, slower), lz4, none "
-            "(default: snappy)",
+            default=ShuffleConfig.shard_compression,
+            help="Parquet codec of the training shards: snappy, zstd (~30%% smaller, slower), lz4, none " + DEFAULT,
         )
         p.add_argument(
             "--spill-compression",
-            default="none",
+            default=ShuffleConfig.spill_compression,
             help="codec of the shuffle's temporary files (~4x the pairs' size on disk): none, lz4 (half the disk, "
-            "~30%% slower), zstd (default: none)",
+            "~30%% slower), zstd " + DEFAULT,
         )
 
     demo = sub.add_parser("demo", help="run build-pairs on the bundled Wikipedia sample and show a query")
     add_build_options(demo)
-    demo.set_defaults(func=cmd_demo)
+    demo.set_defaults(func=cmd_demo, input=None)  # the bundled sample
 
     build = sub.add_parser("build-pairs", help="run the build-pairs flow on a corpus file or folder")
     build.add_argument("input", help="corpus: .jsonl, .parquet, .csv/.tsv, a folder of .txt files, or a .xml.bz2 dump")
@@ -452,23 +494,46 @@ def build_parser() -> argparse.ArgumentParser:
 
     kw = sub.add_parser("mine-keywords", help="GSDMM topics and topic-keyword sequences (the TFCSG recipe)")
     kw.add_argument("input", nargs="?", default=None, help="questions/sentences file (default: the demo corpus)")
-    kw.add_argument("--format", default="auto", help="input format, as for build-pairs")
-    kw.add_argument("--text-field", default="text", help="field/column with the text (e.g. title for StackOverflow)")
-    kw.add_argument("--title-field", default="title", help="title field ('' for none)")
-    kw.add_argument("--id-field", default="id", help="id field")
+    kw.add_argument("--format", default=ReaderConfig.format, help="input format, as for build-pairs " + DEFAULT)
+    kw.add_argument(
+        "--text-field",
+        default=ReaderConfig.text_field,
+        help="field/column with the text (e.g. title for StackOverflow) " + DEFAULT,
+    )
+    kw.add_argument("--title-field", default=ReaderConfig.title_field, help="title field ('' for none) " + DEFAULT)
+    kw.add_argument("--id-field", default=ReaderConfig.id_field, help="id field " + DEFAULT)
     kw.add_argument("--allow-empty", action="store_true", help="an input with no documents is not an error")
     kw.add_argument("--unit", default="documents", choices=["documents", "sentences"], help="rows to model")
-    kw.add_argument("--k", type=int, default=30, help="upper bound on topics (GSDMM empties the extra ones)")
+    kw.add_argument(
+        "--k",
+        type=int,
+        default=KeywordsConfig.k,
+        help="upper bound on topics (GSDMM empties the extra ones) " + DEFAULT,
+    )
     kw.add_argument("--ks", type=int, nargs="*", default=None, help="sweep these K values and keep the best NPMI")
-    kw.add_argument("--seeds", type=int, nargs="*", default=None, help="seeds per K in a sweep (default: 0 1 2)")
-    kw.add_argument("--seed", type=int, default=0, help="seed of the final fit")
-    kw.add_argument("--alpha", type=float, default=0.1, help="GSDMM alpha: prior weight of a topic (default: 0.1)")
-    kw.add_argument("--beta", type=float, default=0.1, help="GSDMM beta: prior weight of a word (default: 0.1)")
-    kw.add_argument("--iters", type=int, default=30, help="Gibbs sweeps")
-    kw.add_argument("--threshold", default="scaled", choices=["scaled", "absolute"], help="keyword threshold rule")
-    kw.add_argument("--t", type=float, default=100.0, help="absolute threshold (the paper's t=100)")
-    kw.add_argument("--tau", type=float, default=0.1, help="scaled threshold: share of topic size (default: 0.1)")
-    kw.add_argument("--t-min", type=float, default=2.0, help="scaled threshold: lower bound (default: 2)")
+    seeds = " ".join(map(str, KeywordsConfig.seeds))
+    kw.add_argument("--seeds", type=int, nargs="*", default=None, help=f"seeds per K in a sweep (default: {seeds})")
+    kw.add_argument("--seed", type=int, default=KeywordsConfig.seed, help="seed of the final fit " + DEFAULT)
+    kw.add_argument(
+        "--alpha", type=float, default=KeywordsConfig.alpha, help="GSDMM alpha: prior weight of a topic " + DEFAULT
+    )
+    kw.add_argument(
+        "--beta", type=float, default=KeywordsConfig.beta, help="GSDMM beta: prior weight of a word " + DEFAULT
+    )
+    kw.add_argument("--iters", type=int, default=KeywordsConfig.n_iters, help="Gibbs sweeps " + DEFAULT)
+    kw.add_argument(
+        "--threshold",
+        default=KeywordsConfig.threshold,
+        choices=["scaled", "absolute"],
+        help="keyword threshold rule " + DEFAULT,
+    )
+    kw.add_argument("--t", type=float, default=KeywordsConfig.t, help="absolute threshold (the paper's t) " + DEFAULT)
+    kw.add_argument(
+        "--tau", type=float, default=KeywordsConfig.tau, help="scaled threshold: share of topic size " + DEFAULT
+    )
+    kw.add_argument(
+        "--t-min", type=float, default=KeywordsConfig.t_min, help="scaled threshold: lower bound " + DEFAULT
+    )
     kw.set_defaults(func=cmd_mine_keywords)
 
     tr = sub.add_parser(
@@ -559,10 +624,17 @@ examples:
     ev.add_argument(
         "--beir", nargs="*", default=None, help="BEIR-layout folders (corpus.jsonl, queries.jsonl, qrels/)"
     )
-    ev.add_argument("--beir-split", default="test", help="qrels split for BEIR folders (default: test)")
-    ev.add_argument("--queries", type=int, default=0, help="question retrieval: first N titles as queries (0: all)")
-    ev.add_argument("--limit", type=int, default=0, help="keep the first N rows of each file (smoke test)")
-    ev.add_argument("--batch-size", type=int, default=64, help="encoding batch size (default: 64)")
+    ev.add_argument("--beir-split", default=SuiteConfig.beir_split, help="qrels split for BEIR folders " + DEFAULT)
+    ev.add_argument(
+        "--queries",
+        type=int,
+        default=QuestionRetrievalConfig.max_queries,
+        help="question retrieval: first N titles as queries (0: all) " + DEFAULT,
+    )
+    ev.add_argument(
+        "--limit", type=int, default=DatasetSpec.limit, help="keep the first N rows of each file (smoke test; 0: all)"
+    )
+    ev.add_argument("--batch-size", type=int, default=SuiteConfig.batch_size, help="encoding batch size " + DEFAULT)
     ev.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when present)")
     ev.set_defaults(func=cmd_evaluate)
 
@@ -592,8 +664,8 @@ examples:
         help="serve the deployments (needs `prefect server start` and PREFECT_API_URL)",
         description="Serve every deployment from this process; nightly-retrain runs on a cron schedule.",
     )
-    serve.add_argument("--cron", default="0 2 * * *", help="nightly-retrain schedule (default: '0 2 * * *')")
-    serve.add_argument("--timezone", default="UTC", help="timezone of the cron schedule (default: UTC)")
+    serve.add_argument("--cron", default=NIGHTLY_CRON, help="nightly-retrain schedule (default: '%(default)s')")
+    serve.add_argument("--timezone", default=NIGHTLY_TZ, help="timezone of the cron schedule " + DEFAULT)
     serve.add_argument("--no-schedules", action="store_true", help="serve nightly-retrain without its schedule")
     serve.add_argument("--nightly-config", default=None, help="nightly.toml (default: <root>/nightly.toml)")
     serve.set_defaults(func=cmd_serve)

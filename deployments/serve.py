@@ -19,10 +19,11 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
 NIGHTLY_CRON = "0 2 * * *"
+NIGHTLY_TZ = "UTC"
 
 
 def build_deployments(
-    cron: str = NIGHTLY_CRON, timezone: str = "UTC", schedules: bool = True, nightly_config: str | None = None
+    cron: str = NIGHTLY_CRON, timezone: str = NIGHTLY_TZ, schedules: bool = True, nightly_config: str | None = None
 ) -> list:
     """Every deployment; `nightly-retrain/nightly-retrain` on `cron` in `timezone` (no schedule with
     `schedules=False`) with a concurrency limit of 1, reading `nightly_config` (default `<root>/nightly.toml`)."""
@@ -59,4 +60,6 @@ def serve_all(limit: int = 2, **nightly) -> None:
 
 
 if __name__ == "__main__":
-    serve_all(cron=os.environ.get("GUR_NIGHTLY_CRON", NIGHTLY_CRON), timezone=os.environ.get("GUR_NIGHTLY_TZ", "UTC"))
+    serve_all(
+        cron=os.environ.get("GUR_NIGHTLY_CRON", NIGHTLY_CRON), timezone=os.environ.get("GUR_NIGHTLY_TZ", NIGHTLY_TZ)
+    )

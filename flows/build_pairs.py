@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
+from typing import NamedTuple
 
 from prefect import flow
 
@@ -22,25 +23,33 @@ from tasks.split_task import split
 from tasks.stage_cache import run_stage
 
 
+class StageConfigs(NamedTuple):
+    ingest: IngestConfig
+    split: SplitConfig
+    pair: PairConfig
+    shuffle: ShuffleConfig
+
+
+# Parameter defaults are the config dataclasses' own (one place each); the CLI reads the same fields.
 @flow(name="build-pairs", log_prints=True)
 def build_pairs(
     input_path: str | None = None,
-    format: str = "auto",
-    text_field: str = "text",
-    title_field: str = "title",
-    id_field: str = "id",
-    source_name: str = "",
-    max_doc_bytes: int = 8_000_000,
-    docs_per_shard: int = 2000,
-    max_sentence_chars: int = 512,
-    pair_rule: str = "weighted",
-    pair_repeat: int = 2,
+    format: str = ReaderConfig.format,
+    text_field: str = ReaderConfig.text_field,
+    title_field: str = ReaderConfig.title_field,
+    id_field: str = ReaderConfig.id_field,
+    source_name: str = IngestConfig.source_name,
+    max_doc_bytes: int = ReaderConfig.max_doc_bytes,
+    docs_per_shard: int = IngestConfig.docs_per_shard,
+    max_sentence_chars: int = SplitConfig.max_sentence_chars,
+    pair_rule: str = PairConfig.rule,
+    pair_repeat: int = PairConfig.repeat,
     pair_options: dict | None = None,
-    seed: int = 0,
-    rows_per_shard: int = 100_000,
-    memory_limit: str = "1GB",
-    shard_compression: str = "snappy",
-    spill_compression: str = "none",
+    seed: int = PairConfig.seed,
+    rows_per_shard: int = ShuffleConfig.rows_per_shard,
+    memory_limit: str = ShuffleConfig.memory_limit,
+    shard_compression: str = ShuffleConfig.shard_compression,
+    spill_compression: str = ShuffleConfig.spill_compression,
     workers: int = 0,
     holdout_percent: int | None = None,
     allow_empty: bool = False,
@@ -49,8 +58,9 @@ def build_pairs(
     """Build training shards from a corpus (default: the bundled Wikipedia sample).
 
     `pair_rule`: `weighted` (GUR's code), `letters` (the paper's wording) or `none` (no LCS
-    filter: the GUR-LCS ablation's data); `pair_options`: other `PairConfig` fields, e.g.
-    `{"letters_k": 10, "letters_k_by_length": false}` (the paper's k = 10 example).
+    filter: the GUR-LCS ablation's data); `pair_repeat`: most pairs a content sentence takes part in;
+    `pair_options`: other `PairConfig` fields, e.g. `{"letters_k": 10, "letters_k_by_length": false}`
+    (the paper's k = 10 example).
     `seed` drives partner order and the shuffle. Documents over `max_doc_bytes` are rejected.
     `holdout_percent` keeps that share of documents (by title hash) out of the pairs because the
     demo retrieval evaluation uses them; `None`: 20 for the bundled sample, 0 for your corpus.
@@ -61,39 +71,77 @@ def build_pairs(
     run with the reject counts, unless `allow_empty`.
     """
     base = data_root(root)
-    if holdout_percent is None:
-        holdout_percent = DemoRetrievalConfig.held_out_percent if input_path is None else 0
-    reader = ReaderConfig(
-        format=format, text_field=text_field, title_field=title_field, id_field=id_field, max_doc_bytes=max_doc_bytes
-    )
-    pair_config = pair_config_from(pair_rule, pair_repeat, seed, holdout_percent, pair_options)
     # Built before any stage runs, so a misspelt codec or memory limit fails in a second, not after pairing.
-    shuffle_config = ShuffleConfig(
+    configs = stage_configs(
+        input_path=input_path,
+        format=format,
+        text_field=text_field,
+        title_field=title_field,
+        id_field=id_field,
+        source_name=source_name,
+        max_doc_bytes=max_doc_bytes,
+        docs_per_shard=docs_per_shard,
+        max_sentence_chars=max_sentence_chars,
+        pair_rule=pair_rule,
+        pair_repeat=pair_repeat,
+        pair_options=pair_options,
         seed=seed,
         rows_per_shard=rows_per_shard,
         memory_limit=memory_limit,
         shard_compression=shard_compression,
         spill_compression=spill_compression,
+        holdout_percent=holdout_percent,
     )
     source = str(Path(input_path).resolve()) if input_path else str(default_corpus())
-    documents = run_stage(ingest, base, input_path=source, config=IngestConfig(reader, source_name, docs_per_shard))
+    documents = run_stage(ingest, base, input_path=source, config=configs.ingest)
     require_documents(base, documents, allow_empty)
-    sentences = run_stage(split, base, documents=documents, config=SplitConfig(max_sentence_chars), workers=workers)
-    pairs = run_stage(
-        pair,
-        base,
-        sentences=sentences,
-        config=pair_config,
-        workers=workers,
-    )
-    shards = run_stage(
-        shuffle,
-        base,
-        pairs=pairs,
-        config=shuffle_config,
-    )
+    sentences = run_stage(split, base, documents=documents, config=configs.split, workers=workers)
+    pairs = run_stage(pair, base, sentences=sentences, config=configs.pair, workers=workers)
+    shards = run_stage(shuffle, base, pairs=pairs, config=configs.shuffle)
     update_catalog(str(base), [documents, sentences, pairs, shards])
     return {"documents": documents, "sentences": sentences, "pairs": pairs, "shards": shards}
+
+
+def stage_configs(
+    *,
+    input_path: str | None,
+    format: str,
+    text_field: str,
+    title_field: str,
+    id_field: str,
+    source_name: str,
+    max_doc_bytes: int,
+    docs_per_shard: int,
+    max_sentence_chars: int,
+    pair_rule: str,
+    pair_repeat: int,
+    pair_options: dict | None,
+    seed: int,
+    rows_per_shard: int,
+    memory_limit: str,
+    shard_compression: str,
+    spill_compression: str,
+    holdout_percent: int | None,
+) -> StageConfigs:
+    """The four stage configs of a build-pairs run from its parameters (the flow's names); raises
+    ValueError on a bad value before anything runs (the CLI calls it before Prefect starts)."""
+    if holdout_percent is None:
+        holdout_percent = DemoRetrievalConfig.held_out_percent if input_path is None else 0
+    reader = ReaderConfig(
+        format=format, text_field=text_field, title_field=title_field, id_field=id_field, max_doc_bytes=max_doc_bytes
+    )
+    return StageConfigs(
+        ingest=IngestConfig(reader, source_name, docs_per_shard),
+        split=SplitConfig(max_sentence_chars),
+        pair=pair_config_from(pair_rule, pair_repeat, seed, holdout_percent, pair_options),
+        shuffle=ShuffleConfig(
+            seed=seed,
+            rows_per_shard=rows_per_shard,
+            memory_limit=memory_limit,
+            shard_compression=shard_compression,
+            spill_compression=spill_compression,
+        ),
+    )
 
 
 def pair_config_from(rule: str, repeat: int, seed: int, holdout_percent: int, options: dict | None) -> PairConfig:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from prefect import flow
 
-from models.encoders import BASELINES, model_fingerprint
 from storage.layout import data_root
 from tasks.catalog_task import update_catalog
+from tasks.eval_models import BASELINES, model_fingerprint
 from tasks.eval_suite import DatasetSpec, SuiteConfig, applicable
 from tasks.eval_tasks import QuestionRetrievalConfig, RetrievalConfig, ZeroShotConfig
 from tasks.evaluate_task import evaluate_unit, publish_evaluation, write_metrics
@@ -42,11 +42,11 @@ def evaluate(
     lee: bool = True,
     demo_retrieval: bool = True,
     beir: list[str] | None = None,
-    beir_split: str = "test",
-    question_queries: int = 0,
-    limit: int = 0,
-    demo_max_articles: int = 0,
-    batch_size: int = 64,
+    beir_split: str = SuiteConfig.beir_split,
+    question_queries: int = QuestionRetrievalConfig.max_queries,
+    limit: int = DatasetSpec.limit,
+    demo_max_articles: int = DatasetSpec.limit,
+    batch_size: int = SuiteConfig.batch_size,
     device: str | None = None,
     root: str | None = None,
 ) -> dict:

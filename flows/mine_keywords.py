@@ -21,22 +21,22 @@ from tasks.stage_cache import run_stage
 @flow(name="mine-keywords", log_prints=True)
 def mine_keywords(
     input_path: str | None = None,
-    format: str = "auto",
-    text_field: str = "text",
-    title_field: str = "title",
-    id_field: str = "id",
+    format: str = ReaderConfig.format,
+    text_field: str = ReaderConfig.text_field,
+    title_field: str = ReaderConfig.title_field,
+    id_field: str = ReaderConfig.id_field,
     unit: str = "documents",
-    k: int = 30,
+    k: int = KeywordsConfig.k,
     ks: list[int] | None = None,
     seeds: list[int] | None = None,
-    seed: int = 0,
-    alpha: float = 0.1,
-    beta: float = 0.1,
-    n_iters: int = 30,
-    threshold: str = "scaled",
-    t: float = 100.0,
-    tau: float = 0.1,
-    t_min: float = 2.0,
+    seed: int = KeywordsConfig.seed,
+    alpha: float = KeywordsConfig.alpha,
+    beta: float = KeywordsConfig.beta,
+    n_iters: int = KeywordsConfig.n_iters,
+    threshold: str = KeywordsConfig.threshold,
+    t: float = KeywordsConfig.t,
+    tau: float = KeywordsConfig.tau,
+    t_min: float = KeywordsConfig.t_min,
     allow_empty: bool = False,
     root: str | None = None,
 ) -> dict[str, str]:
@@ -44,8 +44,8 @@ def mine_keywords(
 
     `unit="documents"`: one row per input record (questions, titles); `unit="sentences"`:
     the input is split first (the pipeline's sentences). `ks` sweeps K over `seeds` and keeps
-    the K with the best mean NPMI. `threshold`: `scaled` (max(t_min, tau * topic size)) or
-    `absolute` (the paper's t).
+    the K with the best mean NPMI (`seeds=None`: `KeywordsConfig.seeds`). `threshold`: `scaled`
+    (max(t_min, tau * topic size)) or `absolute` (the paper's t).
     """
     if unit not in ("documents", "sentences"):
         raise ValueError(f"unit must be 'documents' or 'sentences', got {unit!r}")
@@ -58,8 +58,8 @@ def mine_keywords(
         table = run_stage(split, base, documents=table, config=SplitConfig())
     config = KeywordsConfig(
         k=k,
-        ks=tuple(ks or ()),
-        seeds=tuple(seeds or (0, 1, 2)),
+        ks=tuple(ks or KeywordsConfig.ks),
+        seeds=tuple(seeds or KeywordsConfig.seeds),
         seed=seed,
         alpha=alpha,
         beta=beta,

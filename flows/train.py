@@ -14,7 +14,8 @@ from tasks.train_task import file_ref, train
 
 OBJECTIVES = ("lm+cl", "cl", "lm")
 METHODS = ("gur", "tfcsg", "simcse")
-GUR_DEFAULTS = dict(preset="small", steps=10000, pooling="cls", lr=1e-4)
+# GUR-Small for 10,000 steps (TrainConfig's own preset and max_steps suit tests); pooling, lr: TrainConfig's.
+GUR_DEFAULTS = dict(preset="small", steps=10000)
 
 
 def question_source(base, keywords: str | None, texts: str | None, method: str) -> dict[str, str]:
@@ -45,15 +46,13 @@ def resolve_config(
     if method == "gur":
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
-        given = dict(preset=preset, steps=steps, pooling=pooling, lr=lr)
-        merged = {k: GUR_DEFAULTS[k] if v is None else v for k, v in given.items()}
+        given = {"pooling": pooling, "lr": lr}
         return {
             "objective": objective,
-            "preset": merged["preset"],
-            "max_steps": merged["steps"],
-            "pooling": merged["pooling"],
+            "preset": GUR_DEFAULTS["preset"] if preset is None else preset,
+            "max_steps": GUR_DEFAULTS["steps"] if steps is None else steps,
             "init_from": init_from,
-            "lr": merged["lr"],
+            **{k: v for k, v in given.items() if v is not None},
             **options,
         }
     import torch

@@ -40,6 +40,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from tasks.filter_keywords import KeywordsConfig
+from tasks.read_corpus import ReaderConfig
+
 CONFIG_NAME = "nightly.toml"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DEFAULT_STACKOVERFLOW = SHARED_DATA / "stackoverflow" / "train.tsv"
@@ -50,10 +53,10 @@ SECTIONS = ("corpus", "train", "keywords", "evaluate", "gate")
 @dataclass(frozen=True)
 class CorpusConfig:
     path: str
-    format: str = "auto"
-    text_field: str = "text"
-    title_field: str = "title"
-    id_field: str = "id"
+    format: str = ReaderConfig.format
+    text_field: str = ReaderConfig.text_field
+    title_field: str = ReaderConfig.title_field
+    id_field: str = ReaderConfig.id_field
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ class TrainSection:
 
 @dataclass(frozen=True)
 class KeywordsSection:
-    k: int = 30
+    k: int = KeywordsConfig.k
     unit: str = "documents"
 
 
