@@ -17,9 +17,6 @@ Layout (`export/`):
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 import torch
@@ -29,6 +26,7 @@ from torch import nn
 
 from models.gur_t5 import GurModel, hidden_size
 from models.tokenizer import GurTokenizer
+from storage.atomic import atomic_path
 
 ST_POOLING = {"cls": "cls", "mean": "mean", "eos": "lasttoken"}
 
@@ -39,54 +37,51 @@ def export_model(model: GurModel, tok: GurTokenizer, out: str | Path, max_seq_le
     from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
 
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
-    model = model.eval()
-    seq2seq = model.seq2seq
-    is_t5 = hasattr(seq2seq, "lm_head") and seq2seq.config.model_type == "t5"
-    encoder_folder = seq2seq if is_t5 else seq2seq.encoder
-    encoder_folder.save_pretrained(str(tmp))
-    tok.save(tmp)
-    d = hidden_size(seq2seq)
-    head = model.projection
-    modules = [
-        Transformer(str(tmp), max_seq_length=max_seq_length),
-        Pooling(d, pooling_mode=ST_POOLING[model.config.pooling]),
-    ]
-    if model.config.head == "mlp":
-        modules += [
-            Dense(
-                d,
-                d,
-                activation_function=nn.GELU(),
-                init_weight=head.dense.weight.detach().cpu().clone(),
-                init_bias=head.dense.bias.detach().cpu().clone(),
-            ),
-            Dense(
-                d,
-                head.out.out_features,
-                activation_function=nn.Identity(),
-                init_weight=head.out.weight.detach().cpu().clone(),
-                init_bias=head.out.bias.detach().cpu().clone(),
-            ),
+    with atomic_path(out) as tmp:
+        model = model.eval()
+        seq2seq = model.seq2seq
+        is_t5 = hasattr(seq2seq, "lm_head") and seq2seq.config.model_type == "t5"
+        encoder_folder = seq2seq if is_t5 else seq2seq.encoder
+        encoder_folder.save_pretrained(str(tmp))
+        tok.save(tmp)
+        d = hidden_size(seq2seq)
+        head = model.projection
+        modules = [
+            Transformer(str(tmp), max_seq_length=max_seq_length),
+            Pooling(d, pooling_mode=ST_POOLING[model.config.pooling]),
         ]
-    modules.append(Normalize())
-    SentenceTransformer(modules=modules, device="cpu").save(str(tmp))
-    encoder_folder.save_pretrained(str(tmp))  # the full encoder-decoder again (ST saved the encoder only)
-    if not is_t5:
-        seq2seq.save_pretrained(str(tmp / "generator"))
-        tok.save(tmp / "generator")
-    info = {
-        "pooling": model.config.pooling,
-        "st_pooling": ST_POOLING[model.config.pooling],
-        "head": model.config.head,
-        "vector_dim": model.vector_dim,
-        "generator": "." if is_t5 else "generator",
-        "encoder": "AutoModel(path).encoder" if is_t5 else "AutoModel(path)",
-    }
-    (tmp / "gur_export.json").write_text(json.dumps(info, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+        if model.config.head == "mlp":
+            modules += [
+                Dense(
+                    d,
+                    d,
+                    activation_function=nn.GELU(),
+                    init_weight=head.dense.weight.detach().cpu().clone(),
+                    init_bias=head.dense.bias.detach().cpu().clone(),
+                ),
+                Dense(
+                    d,
+                    head.out.out_features,
+                    activation_function=nn.Identity(),
+                    init_weight=head.out.weight.detach().cpu().clone(),
+                    init_bias=head.out.bias.detach().cpu().clone(),
+                ),
+            ]
+        modules.append(Normalize())
+        SentenceTransformer(modules=modules, device="cpu").save(str(tmp))
+        encoder_folder.save_pretrained(str(tmp))  # the full encoder-decoder again (ST saved the encoder only)
+        if not is_t5:
+            seq2seq.save_pretrained(str(tmp / "generator"))
+            tok.save(tmp / "generator")
+        info = {
+            "pooling": model.config.pooling,
+            "st_pooling": ST_POOLING[model.config.pooling],
+            "head": model.config.head,
+            "vector_dim": model.vector_dim,
+            "generator": "." if is_t5 else "generator",
+            "encoder": "AutoModel(path).encoder" if is_t5 else "AutoModel(path)",
+        }
+        (tmp / "gur_export.json").write_text(json.dumps(info, indent=2) + "\n")
     return out
 
 
@@ -134,24 +129,21 @@ def export_encoder(encoder, tokenizer, out: str | Path, pooling: str = "mean", m
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
-    encoder.eval().save_pretrained(str(tmp))
-    tokenizer.save_pretrained(str(tmp))
-    modules = [
-        Transformer(str(tmp), max_seq_length=max_seq_length),
-        Pooling(encoder.config.hidden_size, pooling_mode=ST_POOLING[pooling]),
-        Normalize(),
-    ]
-    SentenceTransformer(modules=modules, device="cpu").save(str(tmp))
-    info = {
-        "pooling": pooling,
-        "st_pooling": ST_POOLING[pooling],
-        "head": "none",
-        "vector_dim": encoder.config.hidden_size,
-        "encoder": "AutoModel(path)",
-    }
-    (tmp / "gur_export.json").write_text(json.dumps(info, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    with atomic_path(out) as tmp:
+        encoder.eval().save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        modules = [
+            Transformer(str(tmp), max_seq_length=max_seq_length),
+            Pooling(encoder.config.hidden_size, pooling_mode=ST_POOLING[pooling]),
+            Normalize(),
+        ]
+        SentenceTransformer(modules=modules, device="cpu").save(str(tmp))
+        info = {
+            "pooling": pooling,
+            "st_pooling": ST_POOLING[pooling],
+            "head": "none",
+            "vector_dim": encoder.config.hidden_size,
+            "encoder": "AutoModel(path)",
+        }
+        (tmp / "gur_export.json").write_text(json.dumps(info, indent=2) + "\n")
     return out

@@ -17,13 +17,25 @@ from typing import Any
 
 
 @contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path to write (a file or a folder); on success it replaces `path`."""
+def atomic_path(
+    path: str | os.PathLike, suffix: str = "", tmp_dir: str | os.PathLike | None = None, fsync: bool = False
+) -> Iterator[Path]:
+    """Yield a temporary path to write (a file or a folder); on success it replaces `path`.
+
+    `tmp_dir` puts the temporary in another folder of the same filesystem (a stage's `_tmp/`, which
+    a resumed run sweeps: a SIGKILL skips the cleanup below). `fsync` flushes a file to disk before
+    the rename, for pointers that must survive a power cut (champion.json).
+    """
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.{uuid.uuid4().hex[:12]}{suffix}"
+    folder = Path(tmp_dir) if tmp_dir is not None else final.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{final.name}.{uuid.uuid4().hex[:12]}{suffix}"
     try:
         yield tmp
+        if fsync and tmp.is_file():
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
         if tmp.is_dir() and final.is_dir():  # os.replace cannot swap a folder for a non-empty one
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -34,17 +46,17 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
             tmp.unlink()
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    with atomic_path(path) as tmp:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = False) -> Path:
+    with atomic_path(path, fsync=fsync) as tmp:
         tmp.write_bytes(data)
     return Path(path)
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | os.PathLike, text: str, fsync: bool = False) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"), fsync=fsync)
 
 
-def atomic_write_json(path: str | os.PathLike, value: Any, **dumps: Any) -> Path:
+def atomic_write_json(path: str | os.PathLike, value: Any, fsync: bool = False, **dumps: Any) -> Path:
     """Pretty, key-sorted JSON ending in a newline (the same value gives the same bytes)."""
     options = {"indent": 2, "sort_keys": True, "ensure_ascii": False, **dumps}
-    return atomic_write_text(path, json.dumps(value, **options) + "\n")
+    return atomic_write_text(path, json.dumps(value, **options) + "\n", fsync=fsync)

@@ -6,14 +6,13 @@ then marked done with an empty `_done/NNNNN` file. A shard is finished iff its m
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.atomic import atomic_path, atomic_write_text
 from storage.layout import DONE_DIR, TMP_DIR, done_marker, shard_name
 
 ROW_GROUP_SIZE = 50_000
@@ -35,24 +34,22 @@ def write_shard(
     """
     final_dir = out_dir / table_name if table_name else out_dir
     final_dir.mkdir(parents=True, exist_ok=True)
-    tmp_dir = out_dir / TMP_DIR
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    tmp = tmp_dir / f"{table_name or 'part'}-{index:05d}.{uuid.uuid4().hex}.parquet"
-    # No timestamps or writer-specific metadata: the same table gives the same bytes.
-    if isinstance(dictionary, list):  # dictionary-encoding unique text only costs time
-        dictionary = [c for c in dictionary if c in table.column_names]
-    if isinstance(statistics, list):
-        statistics = [c for c in statistics if c in table.column_names]
-    pq.write_table(
-        table,
-        tmp,
-        row_group_size=row_group_size,
-        compression=compression,
-        write_statistics=statistics,
-        use_dictionary=dictionary,
-    )
     final = final_dir / shard_name(index)
-    os.replace(tmp, final)
+    # The temporary goes to `_tmp/`, which a resumed run sweeps (a SIGKILL skips atomic_path's cleanup).
+    with atomic_path(final, tmp_dir=out_dir / TMP_DIR) as tmp:
+        # No timestamps or writer-specific metadata: the same table gives the same bytes.
+        if isinstance(dictionary, list):  # dictionary-encoding unique text only costs time
+            dictionary = [c for c in dictionary if c in table.column_names]
+        if isinstance(statistics, list):
+            statistics = [c for c in statistics if c in table.column_names]
+        pq.write_table(
+            table,
+            tmp,
+            row_group_size=row_group_size,
+            compression=compression,
+            write_statistics=statistics,
+            use_dictionary=dictionary,
+        )
     marker = done_marker(out_dir, index, table_name)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
@@ -95,9 +92,7 @@ def write_shard_stats(out_dir: Path, index: int, stats: dict[str, int], table_na
     folder = out_dir / STATS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{table_name}-{index:05d}" if table_name else f"{index:05d}"
-    tmp = folder / f".{name}.{uuid.uuid4().hex}"
-    tmp.write_text(json.dumps(stats, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, folder / f"{name}.json")
+    atomic_write_text(folder / f"{name}.json", json.dumps(stats, sort_keys=True))
 
 
 def sum_shard_stats(out_dir: Path) -> dict[str, int]:

@@ -15,7 +15,6 @@ import fcntl
 import json
 import os
 import time
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.atomic import atomic_path, atomic_write_json
 from storage.layout import MANIFEST
 
 PROMOTION_SCHEMA = pa.schema(
@@ -49,15 +49,6 @@ def models_dir(root: Path) -> Path:
     return Path(root) / "models"
 
 
-def write_json_atomic(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def read_champion(root: Path) -> dict | None:
     path = models_dir(root) / "champion.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
@@ -73,8 +64,8 @@ def set_champion(root: Path, pointer: dict) -> dict:
     """Append `pointer` to the history, then point champion.json at it (both atomic)."""
     number = len(history(root)) + 1
     pointer = {**pointer, "number": number, "promoted_at": time.time()}
-    write_json_atomic(models_dir(root) / "history" / f"{number:06d}.json", pointer)
-    write_json_atomic(models_dir(root) / "champion.json", pointer)
+    atomic_write_json(models_dir(root) / "history" / f"{number:06d}.json", pointer, fsync=True)
+    atomic_write_json(models_dir(root) / "champion.json", pointer, fsync=True)
     return pointer
 
 
@@ -87,7 +78,7 @@ def rollback(root: Path) -> tuple[dict, dict]:
     if not older:
         raise ValueError(f"{models_dir(root)}: champion #{current['number']} is the first; nothing to roll back to")
     restored = older[-1]
-    write_json_atomic(models_dir(root) / "champion.json", restored)
+    atomic_write_json(models_dir(root) / "champion.json", restored, fsync=True)
     return current, restored
 
 
@@ -102,10 +93,9 @@ def record_decision(root: Path, row: dict[str, Any]) -> Path:
             full[key] = json.dumps(full[key] or {}, sort_keys=True)
     table = pa.Table.from_pylist([full], schema=PROMOTION_SCHEMA)
     path = folder / f"part-{time.time_ns()}.parquet"
-    tmp = folder / f".{path.name}.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-    write_json_atomic(
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+    atomic_write_json(
         folder / MANIFEST,
         {"stage": "promotions", "tables": {"promotions": "part-*.parquet"}, "finished_at": time.time()},
     )

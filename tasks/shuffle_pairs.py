@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.atomic import atomic_path
 from storage.shards import shard_done, sweep_temporaries, write_shard
 
 SHUFFLE_CODE_VERSION = "shuffle_v2"
@@ -359,9 +360,11 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
     groups = partitions * len(BUCKETS)
     source = pq.ParquetFile(in_path)
     schema = intermediate_schema(source.schema_arrow)
-    tmp = folder / f".chunk-{index:05d}.tmp"
     rows = 0
-    with pa.ipc.new_file(tmp, schema, options=config.spill_options()) as writer:
+    with (
+        atomic_path(folder / f"chunk-{index:05d}.arrow") as tmp,
+        pa.ipc.new_file(tmp, schema, options=config.spill_options()) as writer,
+    ):
         batches = source.iter_batches(batch_size=INPUT_SLICE_ROWS, use_threads=True)
         for batch in batches:
             try:
@@ -393,7 +396,6 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
             empty = pa.RecordBatch.from_pylist([], schema)
             for _ in range(groups):
                 writer.write_batch(empty)
-    os.replace(tmp, folder / f"chunk-{index:05d}.arrow")
     _release_memory()  # the next shard starts from a small footprint
     (folder / "_done").mkdir(exist_ok=True)
     (folder / "_done" / f"{index:05d}").touch()
@@ -525,11 +527,10 @@ def sort_partition(p: int, work: Path, config: ShuffleConfig, partitions: int) -
     with ThreadPoolExecutor(threads) as pool:
         for name, rows in keep.items():
             path = done / f"p-{p:05d}.{name}.arrow"
-            tmp = path.with_name(f".{path.name}.tmp")
-            with pa.ipc.new_file(tmp, table.schema, options=config.spill_options()) as writer:
+            options = config.spill_options()
+            with atomic_path(path) as tmp, pa.ipc.new_file(tmp, table.schema, options=options) as writer:
                 for batch in _gathered(pool, table, rows, threads):
                     writer.write_table(batch)
-            os.replace(tmp, path)
     stats |= {f"rows_{name}": len(keep.get(name, ())) for name in BUCKETS}
     del table
     _release_memory()

@@ -47,7 +47,7 @@ def test_champion_pointer_history_and_rollback(tmp_path):
     first = set_champion(tmp_path, {"export": "/a"})
     second = set_champion(tmp_path, {"export": "/b"})
     assert (first["number"], second["number"]) == (1, 2) and read_champion(tmp_path)["export"] == "/b"
-    assert not list((tmp_path / "models").glob(".*tmp"))  # atomic writes leave no temp files
+    assert not list((tmp_path / "models").rglob(".*"))  # atomic writes leave no temp files
     current, restored = rollback(tmp_path)
     assert current["export"] == "/b" and restored["export"] == "/a" and read_champion(tmp_path)["export"] == "/a"
     with pytest.raises(ValueError, match="is the first"):
@@ -215,4 +215,4 @@ def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champi
     assert f"resumed from {saved[-1].name}" in output or "resumed from step-" in output, output[-3000:]
     assert len(list(root.glob("train/*/_manifest.json"))) == 1  # the same run folder, finished
     assert read_champion(root)["number"] == 1
-    assert not list((root / "models").glob(".*.tmp"))
+    assert not list((root / "models").rglob(".*"))  # atomic writes leave no temporaries

@@ -11,7 +11,9 @@ import time
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
+from storage.atomic import atomic_path, atomic_write_json
 from storage.catalog import latest_tables, refresh_catalog
 from storage.fingerprint import canonical_json, content_signature, file_signature, fingerprint
 from storage.manifest import is_complete, write_manifest
@@ -78,6 +80,26 @@ def test_shards_are_atomic_marked_and_swept(tmp_path):
     (tmp_path / "_tmp" / "part-00004.deadbeef.parquet").write_bytes(b"partial")
     assert sorted(p.name for p in tmp_path.glob("part-*.parquet")) == ["part-00003.parquet"]
     assert sweep_temporaries(tmp_path) == 1 and not (tmp_path / "_tmp").exists()
+
+
+def test_atomic_path_keeps_the_old_file_until_the_new_one_is_whole(tmp_path):
+    target = tmp_path / "sub" / "pointer.json"
+    atomic_write_json(target, {"v": 1}, fsync=True)
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("crash while writing")
+    assert json.loads(target.read_text()) == {"v": 1}  # the failed write changed nothing
+    assert [p.name for p in target.parent.iterdir()] == ["pointer.json"]  # and left no temporary
+    # A folder replaces a folder; a temporary in another folder (a stage's _tmp/) lands at the target.
+    with atomic_path(tmp_path / "export") as tmp:
+        tmp.mkdir()
+        (tmp / "a").write_text("1")
+    with atomic_path(tmp_path / "export", tmp_dir=tmp_path / "_tmp") as tmp:
+        assert tmp.parent == tmp_path / "_tmp" and tmp.name.startswith(".")
+        tmp.mkdir()
+        (tmp / "b").write_text("2")
+    assert [p.name for p in (tmp_path / "export").iterdir()] == ["b"]
+    assert list((tmp_path / "_tmp").iterdir()) == []
 
 
 def test_same_table_gives_same_bytes(tmp_path):
