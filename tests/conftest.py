@@ -29,3 +29,41 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+def in_ci() -> bool:
+    """CI runs with CI=true (as GitHub Actions, GitLab and most others set it); "", "0", "false", "no" are not CI."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_shared(*paths: Path) -> None:
+    """Skip the calling test when a file of `../shared/data` is missing; under CI fail it instead, so CI
+    never passes while silently running none of the evaluation tests."""
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if not missing:
+        return
+    message = f"shared evaluation data not found: {', '.join(missing)}"
+    if in_ci():
+        pytest.fail(f"{message} (CI is set: CI must provide ../shared/data)", pytrace=False)
+    pytest.skip(message)
+
+
+def task_run_states(state) -> list[tuple[str, str]]:
+    """(task name, state name) of every task run of the flow run that returned `state` (`return_state=True`),
+    sorted. A stage task that reused its complete output ends `Cached`, one that computed it `Completed`."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+        )
+    return sorted((run.name.rsplit("-", 1)[0], run.state.name) for run in runs)
+
+
+def task_states(state) -> dict[str, str]:
+    """{task name: state name} for a flow run that calls each task once (see `task_run_states`)."""
+    runs = task_run_states(state)
+    states = dict(runs)
+    assert len(states) == len(runs), f"a task ran more than once, use task_run_states: {runs}"
+    return states

@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from gur_cli import main as gur_main
+from tests.conftest import task_states
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -17,17 +18,6 @@ DOCS = [
     {"id": 2, "title": "模型", "text": "模型需要数据。数据来自文档！"},
     {"id": 3, "text": ""},
 ]
-
-
-def task_states(state) -> dict[str, str]:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
-        )
-    return {run.name.rsplit("-", 1)[0]: run.state.name for run in runs}
 
 
 @pytest.fixture()
@@ -78,6 +68,13 @@ def test_flow_writes_tables_caches_and_heals(tmp_path, corpus):
     healed = build_pairs(input_path=str(corpus), root=str(root), workers=1, return_state=True)
     assert healed.result() == result
     assert (split_dir / "part-00000.parquet").read_bytes() == before
+    assert task_states(healed) == {  # only the deleted stage was recomputed
+        "ingest": "Cached",
+        "split": "Completed",
+        "pair": "Cached",
+        "shuffle": "Cached",
+        "update-catalog": "Completed",
+    }
 
     # An edited corpus misses the cache and lands in a new folder; the old one is kept.
     corpus.write_text(corpus.read_text(encoding="utf-8") + json.dumps({"text": "New doc."}) + "\n", encoding="utf-8")
@@ -113,7 +110,10 @@ def test_catalog_shows_the_corpus_of_the_latest_run_even_when_it_was_cached(tmp_
     assert first == (2, 3, 3)  # the three pairs of the flow test above, none a duplicate
     build_pairs(input_path=str(other), root=str(root), workers=1)
     assert views() == (1, 0, 0)
-    build_pairs(input_path=str(corpus), root=str(root), workers=1)  # every stage cached
+    cached = build_pairs(input_path=str(corpus), root=str(root), workers=1, return_state=True)
+    assert {k: v for k, v in task_states(cached).items() if k != "update-catalog"} == dict.fromkeys(
+        ("ingest", "split", "pair", "shuffle"), "Cached"
+    )
     assert views() == first
 
 

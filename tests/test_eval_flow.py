@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_shared, task_run_states
+
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared evaluation data not found at {SHARED}")
 def test_evaluate_flow(tmp_path):
+    require_shared(SHARED / "stackoverflow" / "train.tsv", SHARED / "stsb" / "stsb-en-dev.csv")
     from flows.evaluate import evaluate
     from storage.catalog import connect_catalog
     from storage.manifest import read_manifest
@@ -81,8 +83,12 @@ def test_evaluate_flow(tmp_path):
     assert set(artifacts) == {"evaluation-metrics", "evaluation-report"}
     assert "bm25" in artifacts["evaluation-report"].data and "glove" in str(artifacts["evaluation-metrics"].data)
 
-    again = evaluate(**params)
+    again_state = evaluate(**params, return_state=True)
+    again = again_state.result()
     assert again["metrics"] == result["metrics"] and again["units"] == result["units"]
+    # Equal references would also come out of a full recompute: the states show that nothing was evaluated again.
+    stages = [run for run in task_run_states(again_state) if run[0] in ("evaluate-unit", "evaluate-report")]
+    assert stages == [("evaluate-report", "Cached")] + [("evaluate-unit", "Cached")] * len(result["units"])
 
 
 def test_bad_model_or_no_dataset_is_a_clear_error(tmp_path, capsys):

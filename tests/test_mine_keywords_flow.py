@@ -7,7 +7,7 @@ import json
 import duckdb
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, require_shared, task_states
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 SO_TRAIN = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
@@ -15,8 +15,7 @@ SO_TRAIN = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
 
 @pytest.fixture()
 def titles(tmp_path):
-    if not SO_TRAIN.exists():
-        pytest.skip(f"{SO_TRAIN} is not present")
+    require_shared(SO_TRAIN)
     lines = SO_TRAIN.read_text(encoding="utf-8").splitlines()
     header, body = lines[0], lines[1:]
     sample = [line for i, line in enumerate(body) if i % 800 < 40]  # 40 titles of each of the 20 tags
@@ -48,7 +47,12 @@ def test_mine_keywords_on_stackoverflow_titles(tmp_path, titles):
         positions = [text.find(w) for w in kw]
         assert all(p >= 0 for p in positions) and positions == sorted(positions), (text, kw)
     assert sweep == [(5, 3), (10, 3)] and 1 <= n_topics <= 10
-    assert mine_keywords(**params) == ref  # cached
+    again = mine_keywords(**params, return_state=True)
+    assert again.result() == ref
+    assert {k: v for k, v in task_states(again).items() if k != "update-catalog"} == {
+        "ingest": "Cached",
+        "keywords": "Cached",
+    }
     with pytest.raises(ValueError, match="at least 3 distinct seeds"):
         mine_keywords(**(params | {"seeds": [0, 1]}))
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_shared
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -48,7 +50,6 @@ def write_corpus(path: Path, articles: int) -> Path:
     return path
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared evaluation data not found at {SHARED}")
 def test_build_pairs_then_train_then_evaluate(tmp_path):
     from flows.build_pairs import build_pairs
     from flows.evaluate import evaluate
@@ -57,6 +58,7 @@ def test_build_pairs_then_train_then_evaluate(tmp_path):
     from storage.manifest import read_manifest
     from storage.stage_output import ref_dir
 
+    require_shared(SHARED / "stackoverflow" / "train.tsv", SHARED / "stsb" / "stsb-en-dev.csv")
     root = tmp_path / "data"
     corpus = write_corpus(tmp_path / "wiki.jsonl", articles=12)
     built = build_pairs(input_path=str(corpus), rows_per_shard=500, workers=1, root=str(root))

@@ -17,6 +17,7 @@ from train_shards import write_demo_shards  # noqa: E402
 
 from storage.manifest import read_manifest  # noqa: E402
 from tasks.train_task import train_config, train_fingerprint  # noqa: E402
+from tests.conftest import task_states  # noqa: E402
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 
@@ -55,8 +56,9 @@ def test_train_flow_writes_the_stage_and_reruns_as_a_cache_hit(root):
     for name in ("checkpoints/step-00000006.pt", "export/modules.json", "metrics.parquet", "loss_curve.png"):
         assert (out / name).exists(), name
     stamp = (out / "summary.json").stat().st_mtime_ns
-    again = train_flow(root=str(root), preset="tiny", steps=6, lr=1e-3, options=OPTIONS)
-    assert again == ref and (out / "summary.json").stat().st_mtime_ns == stamp  # nothing retrained
+    again = train_flow(root=str(root), preset="tiny", steps=6, lr=1e-3, options=OPTIONS, return_state=True)
+    assert again.result() == ref and (out / "summary.json").stat().st_mtime_ns == stamp  # nothing retrained
+    assert task_states(again)["train"] == "Cached"
 
 
 def test_interrupted_run_resumes_from_its_checkpoint(root):

@@ -1,0 +1,55 @@
+"""The default path, a spawned process pool in split and pair (`workers` > 1), writes the bytes `workers=1` writes."""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from pair_corpus import part_hashes, write_corpus  # noqa: E402
+
+pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
+
+# 600 documents, 150 per shard: 4 shards of documents, sentences and pairs; about 3,000 pairs
+# at 400 rows per training shard: at least 3 shards of each bucket.
+PARAMS = dict(docs_per_shard=150, rows_per_shard=400)
+
+
+def test_two_workers_write_the_same_bytes_as_one(tmp_path, monkeypatch):
+    import tasks.map_shards as map_shards
+    from flows.build_pairs import build_pairs
+    from storage.manifest import read_manifest
+
+    pools = []
+
+    class RecordingPool(ProcessPoolExecutor):  # proves the pool ran, not a quiet fallback to one process
+        def __init__(self, max_workers=None, **kwargs):
+            pools.append(max_workers)
+            super().__init__(max_workers=max_workers, **kwargs)
+
+    monkeypatch.setattr(map_shards, "ProcessPoolExecutor", RecordingPool)
+    corpus = write_corpus(tmp_path / "corpus.jsonl", n_docs=600)
+    one = build_pairs(input_path=str(corpus), root=str(tmp_path / "one"), workers=1, **PARAMS)
+    assert pools == []
+    two = build_pairs(input_path=str(corpus), root=str(tmp_path / "two"), workers=2, **PARAMS)
+    assert pools == [2, 2]  # split, then pair
+    assert two == one  # `workers` is in no fingerprint
+
+    hashes = part_hashes(tmp_path / "one", one)
+    assert {stage: len(files) for stage, files in hashes.items()} == {
+        "ingest": 8,  # documents and rejects
+        "split": 4,
+        "pair": 4,
+        "shuffle": len(hashes["shuffle"]),
+    }
+    for bucket in ("short", "long"):
+        assert sum(name.startswith(f"{bucket}/") for name in hashes["shuffle"]) >= 3, hashes["shuffle"]
+    assert part_hashes(tmp_path / "two", two) == hashes
+    for ref in one.values():
+        first, second = read_manifest(tmp_path / "one" / ref["path"]), read_manifest(tmp_path / "two" / ref["path"])
+        assert (second["rows"], second["drops"]) == (first["rows"], first["drops"]), ref["stage"]
+        assert second["files"] == first["files"], ref["stage"]  # every file with its SHA-256, counts included
