@@ -39,6 +39,7 @@ class QuestionConfig:
     heldout_fraction: float = 0.05
     need_keywords: bool = True
     need_s2s: bool = False
+    sampling: str = "random"  # random | topic-spread (see spread_order)
 
 
 @dataclass
@@ -123,6 +124,8 @@ class QuestionData:
     """Tokenized rows, the train / held-out split and batch building; no state of its own."""
 
     def __init__(self, config: QuestionConfig, tokenizer):
+        if config.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {config.sampling!r}")
         self.config = config
         self.tok = tokenizer
         q = load_questions(config.source, config.text_field)
@@ -199,6 +202,25 @@ class QuestionData:
         return [self.collate(rows[i : i + batch_size], keywords=True) for i in starts]
 
 
+SAMPLINGS = ("random", "topic-spread")
+
+
+def spread_order(topics: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A seeded permutation that spreads every topic evenly over the epoch.
+
+    The i-th of a topic's n rows (in a random order) goes to position (i + u) / n, u ~ U(0, 1), and
+    the rows are read in position order: any window of B rows holds each topic about B * n / N
+    times, never the clumps a plain permutation makes, so fewer in-batch negatives share the
+    question's topic (rows without a topic, -1, are spread as one group).
+    """
+    position = np.empty(len(topics))
+    for topic in np.unique(topics):
+        members = np.flatnonzero(topics == topic)
+        n = len(members)
+        position[rng.permutation(members)] = (np.arange(n) + rng.random(n)) / n
+    return np.argsort(position, kind="stable")
+
+
 class QuestionStream:
     """Endless seeded batches over the training rows; `state_dict` is the global batch counter."""
 
@@ -221,7 +243,12 @@ class QuestionStream:
     def _order(self, epoch: int) -> np.ndarray:
         if self._epoch_cache is None or self._epoch_cache[0] != epoch:
             rng = np.random.default_rng([self.data.config.seed, epoch])
-            self._epoch_cache = (epoch, self.data.train_rows[rng.permutation(len(self.data.train_rows))])
+            rows = self.data.train_rows
+            if self.data.config.sampling == "topic-spread":
+                order = rows[spread_order(self.data.questions.topics[rows], rng)]
+            else:
+                order = rows[rng.permutation(len(rows))]
+            self._epoch_cache = (epoch, order)
         return self._epoch_cache[1]
 
     def rows(self, batch_index: int) -> np.ndarray:

@@ -24,7 +24,6 @@ import math
 import os
 import signal
 import time
-import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +47,7 @@ from models.pair_data import (
 )
 from models.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
 from models.trainer_process import run_lock, watch_parent
+from storage.atomic import atomic_path, atomic_write_text
 
 DEFAULT_PROMPTS = (
     "Anarchism is a political <extra_id_0> that rejects hierarchy.",
@@ -108,6 +108,7 @@ class TrainConfig:
     text_field: str = "text"
     losses: str = "kw+s2s"  # '+'-joined from cl, kl, s2s, kw
     negatives: str = "topic-masked"  # all | topic-masked
+    sampling: str = "random"  # random | topic-spread: batches that spread each GSDMM topic evenly
     max_len: int = 32  # tokens of a question (and of its keyword sequence), [CLS] and [SEP] included
     batch_size: int = 64
     epochs: float = 0.0  # > 0: max_steps = the steps that show every training row this often
@@ -174,9 +175,8 @@ def build_tokenizer(cfg: TrainConfig, tok_dir: Path) -> GurTokenizer:
             if len(texts) >= cfg.tokenizer_sample:
                 break
         tok = train_wordpiece(texts[: cfg.tokenizer_sample], vocab_size=cfg.vocab_size)
-    tmp = tok_dir.with_name(f".tokenizer-{uuid.uuid4().hex[:8]}")
-    tok.save(tmp)
-    os.replace(tmp, tok_dir)
+    with atomic_path(tok_dir) as tmp:
+        tok.save(tmp)
     return load_tokenizer(tok_dir)
 
 
@@ -355,9 +355,8 @@ def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: boo
         raise ValueError(f"simcse trains the `cl` loss alone, not {cfg.losses!r} (use method tfcsg)")
     tok_dir = out / "tokenizer"
     if rank == 0 and not (tok_dir / "tokenizer_config.json").exists():
-        tmp = tok_dir.with_name(f".tokenizer-{uuid.uuid4().hex[:8]}")
-        AutoTokenizer.from_pretrained(cfg.init_from).save_pretrained(str(tmp))
-        os.replace(tmp, tok_dir)
+        with atomic_path(tok_dir) as tmp:
+            AutoTokenizer.from_pretrained(cfg.init_from).save_pretrained(str(tmp))
     if ddp:
         dist.barrier()
     tok = AutoTokenizer.from_pretrained(str(tok_dir))
@@ -370,6 +369,7 @@ def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: boo
         heldout_fraction=cfg.heldout_fraction,
         need_keywords=bool({"kl", "s2s", "kw"} & set(losses)),
         need_s2s="s2s" in losses,
+        sampling=cfg.sampling,
     )
     data = QuestionData(qcfg, tok)
     torch.manual_seed(cfg.seed)  # the same auto-encoder and LM head on every rank
@@ -629,9 +629,7 @@ def _train(cfg: TrainConfig) -> dict[str, Any]:
             max_steps=cfg.max_steps,
             **recipe.info,
         )
-        tmp = out / f".summary-{uuid.uuid4().hex[:8]}.json"
-        tmp.write_text(json.dumps(summary, indent=2) + "\n")
-        os.replace(tmp, out / "summary.json")
+        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     if ddp:
         dist.barrier()
         dist.destroy_process_group()

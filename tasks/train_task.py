@@ -26,14 +26,17 @@ from prefect import task
 
 from storage.atomic import atomic_write_json, atomic_write_text
 from storage.fingerprint import content_signature, fingerprint
+from storage.progress import current_logger
 from storage.stage_output import StageOutput, ref_dir, ref_manifest
-from tasks.progress import current_logger
 from tasks.stage_cache import STAGE_TASK
 
 TRAIN_CODE_VERSION = "train_v3"  # v3: methods tfcsg and simcse; v2: warm starts without the MLP head
 REPO = Path(__file__).resolve().parents[1]
 # Do not change what is learned, so not part of the fingerprint.
 RUNTIME_KEYS = ("out_dir", "shards", "questions", "threads", "stop_at_step", "ckpt_every_s")
+# Fields added after runs were made: hashed only when set to something else, so a run made before a
+# field existed keeps its fingerprint (and its folder, checkpoints and nightly history).
+LATER_FIELDS = {"sampling": "random"}
 INPUT_STAGES = {"gur": ("shuffle",), "tfcsg": ("keywords",), "simcse": ("keywords", "file")}
 
 
@@ -47,9 +50,10 @@ def train_config(config: dict[str, Any], out_dir: str = "", shards: str = "", qu
 def train_fingerprint(source: dict[str, str], config: dict[str, Any]) -> str:
     """hash(input fingerprint + every learning-relevant TrainConfig field + code version)."""
     full = dataclasses.asdict(train_config(config))
-    return fingerprint(
-        "train", TRAIN_CODE_VERSION, {k: v for k, v in full.items() if k not in RUNTIME_KEYS}, [source["fingerprint"]]
-    )
+    hashed = {
+        k: v for k, v in full.items() if k not in RUNTIME_KEYS and not (k in LATER_FIELDS and v == LATER_FIELDS[k])
+    }
+    return fingerprint("train", TRAIN_CODE_VERSION, hashed, [source["fingerprint"]])
 
 
 def file_ref(path: str | Path) -> dict[str, str]:
