@@ -53,6 +53,15 @@ TRAINED: dict[str, tuple[str, dict]] = {
     "kw+cl": ("tfcsg", {"losses": "kw+cl"}),
     "kw+kl": ("tfcsg", {"losses": "kw+kl"}),
     "kw+s2s": ("tfcsg", {"losses": "kw+s2s"}),
+    "kw+cl+s2s": ("tfcsg", {"losses": "kw+cl+s2s"}),
+    "kw+s2s, s2s weight 2": ("tfcsg", {"losses": "kw+s2s", "s2s_weight": 2.0}),
+    "kw+s2s, lr 6e-5": ("tfcsg", {"losses": "kw+s2s", "lr": 6e-5}),
+    "kw+s2s, topic-spread batches": ("tfcsg", {"losses": "kw+s2s", "sampling": "topic-spread"}),
+    "kw+s2s, every negative, topic-spread batches": (
+        "tfcsg",
+        {"losses": "kw+s2s", "negatives": "all", "sampling": "topic-spread"},
+    ),
+    "s2s": ("tfcsg", {"losses": "s2s"}),
     "kw+cl+kl+s2s": ("tfcsg", {"losses": "kw+cl+kl+s2s"}),
     "kw+kl, linear x_hat": ("tfcsg", {"losses": "kw+kl", "kl_activation": "linear"}),
     "kw, 2 epochs": ("tfcsg", {"losses": "kw", "epochs": 2.0}),
@@ -103,16 +112,15 @@ def write_training_file(rows: list[dict], path: Path) -> Path:
     writer = csv.writer(buffer, delimiter="\t")
     writer.writerow(["id", "title"])
     writer.writerows([r["id"], r["title"]] for r in rows)
-    text = buffer.getvalue()
-    if not path.exists() or path.read_text(encoding="utf-8") != text:
+    data = buffer.getvalue().encode("utf-8")  # bytes: read_text would turn the writer's \r\n into \n
+    if not path.exists() or path.read_bytes() != data:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        path.write_bytes(data)
     return path
 
 
 def score(spec: str, heldout, stsb) -> dict[str, float]:
-    from models.encoders import resolve_model
+    from tasks.eval_models import resolve_model
     from tasks.eval_tasks import question_retrieval, sts
 
     model = resolve_model(spec)
