@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import fields
 from pathlib import Path
 from typing import NamedTuple
@@ -11,6 +12,7 @@ from prefect import flow
 from storage.layout import data_root
 from tasks.catalog_task import update_catalog
 from tasks.eval_data import DemoRetrievalConfig
+from tasks.flow_artifacts import publish_build_artifacts
 from tasks.ingest_documents import IngestConfig
 from tasks.ingest_task import ingest, require_documents
 from tasks.pair_candidates import PairConfig
@@ -70,7 +72,7 @@ def build_pairs(
     ends (`lz4` halves that for ~30% more time). An input that yields no documents stops the
     run with the reject counts, unless `allow_empty`.
     """
-    base = data_root(root)
+    base, started = data_root(root), time.time()
     # Built before any stage runs, so a misspelt codec or memory limit fails in a second, not after pairing.
     configs = stage_configs(
         input_path=input_path,
@@ -99,7 +101,9 @@ def build_pairs(
     pairs = run_stage(pair, base, sentences=sentences, config=configs.pair, workers=workers)
     shards = run_stage(shuffle, base, pairs=pairs, config=configs.shuffle)
     update_catalog(str(base), [documents, sentences, pairs, shards])
-    return {"documents": documents, "sentences": sentences, "pairs": pairs, "shards": shards}
+    refs = {"documents": documents, "sentences": sentences, "pairs": pairs, "shards": shards}
+    publish_build_artifacts(base, refs, since=started)
+    return refs
 
 
 def stage_configs(

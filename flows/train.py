@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from prefect import flow
@@ -9,6 +10,7 @@ from prefect import flow
 from storage.layout import data_root
 from storage.stage_output import latest_ref, ref_complete
 from tasks.catalog_task import update_catalog
+from tasks.flow_artifacts import publish_train_artifacts
 from tasks.stage_cache import run_stage
 from tasks.train_task import file_ref, train
 
@@ -100,7 +102,7 @@ def train_flow(
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, not {method!r}")
-    base = data_root(root)
+    base, started = data_root(root), time.time()
     config = resolve_config(method, preset, steps, pooling, lr, init_from, objective, dict(options or {}))
     if method == "gur":
         source = shards or latest_ref(base, "shuffle")
@@ -109,4 +111,5 @@ def train_flow(
     labels = {"method": method, "variant": variant if method == "gur" else config["preset"]}
     ref = run_stage(train, base, source=source, config=config, nproc=nproc, labels=labels)
     update_catalog(str(base), [r for r in (source, ref) if r["stage"] != "file"])
+    publish_train_artifacts(base, ref, since=started)
     return ref
