@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -36,7 +37,20 @@ def format_table(columns: list[str], rows: list[tuple], max_width: int = 60) -> 
     return "\n".join([line, rule, *body, f"({len(rows)} row{'s' if len(rows) != 1 else ''})"])
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (DuckDB's `LINE 1: ...` excerpt and its caret are left out)."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    kept = [line for line in lines if line and not line.startswith("LINE ") and set(line) != {"^"}]
+    return " ".join(kept) or type(exc).__name__
+
+
+class QueryError(ValueError):
+    """A query DuckDB refused; the message is DuckDB's, on one line."""
+
+
 def run_sql(root: Path, query: str, limit: int) -> str:
+    import duckdb
+
     from storage.catalog import connect_catalog
 
     con = connect_catalog(root)
@@ -44,9 +58,127 @@ def run_sql(root: Path, query: str, limit: int) -> str:
         cursor = con.execute(query)
         columns = [d[0] for d in cursor.description] if cursor.description else []
         rows = cursor.fetchmany(limit) if columns else []
+    except duckdb.Error as exc:
+        raise QueryError(one_line(exc)) from exc
     finally:
         con.close()
     return format_table(columns, rows) if columns else "OK"
+
+
+class QuietPrefectFailures(logging.Filter):
+    """Keeps Prefect's failure lines (tracebacks, "Finished in state Failed") off the console, where `gur`
+    prints the error once; they still reach the Prefect API and its UI. Not installed with GUR_DEBUG=1."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("prefect"):
+            return True
+        if record.levelno >= logging.ERROR:
+            return False
+        message = record.getMessage()
+        return not (message.startswith("Finished in state") and ("Failed" in message or "Crashed" in message))
+
+
+def quiet_prefect_console() -> None:
+    """Install `QuietPrefectFailures` on Prefect's console handlers (after `import prefect` configured them)."""
+    if os.environ.get("GUR_DEBUG") == "1":
+        return
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", []):
+            if isinstance(handler, PrefectConsoleHandler) and not any(
+                isinstance(f, QuietPrefectFailures) for f in handler.filters
+            ):
+                handler.addFilter(QuietPrefectFailures())
+
+
+def start_prefect() -> None:
+    """Called once a flow module is imported, before its flow runs: Prefect's failure lines off the console."""
+    quiet_prefect_console()
+
+
+def reader_config(args: argparse.Namespace):
+    from tasks.read_corpus import ReaderConfig
+
+    return ReaderConfig(
+        format=args.format,
+        text_field=args.text_field,
+        title_field=args.title_field,
+        id_field=args.id_field,
+        max_doc_bytes=getattr(args, "max_doc_bytes", ReaderConfig.max_doc_bytes),
+    )
+
+
+def json_option(text: str, option: str) -> object:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{option}: not valid JSON ({exc}): {text}") from None
+
+
+# Checks of each command's inputs and options that run before Prefect is imported or a server started.
+def check_build_pairs(args: argparse.Namespace) -> None:
+    from tasks.check_inputs import check_corpus
+
+    if args.input is not None:
+        check_corpus(args.input, reader_config(args))
+    if args.pair_options and not isinstance(json_option(args.pair_options, "--pair-options"), dict):
+        raise ValueError("--pair-options must be a JSON object, e.g. '{\"letters_k\": 10}'")
+
+
+def check_mine_keywords(args: argparse.Namespace) -> None:
+    from tasks.check_inputs import check_corpus
+
+    if args.input is not None:
+        check_corpus(args.input, reader_config(args))
+    keywords_config(args)  # its own checks (thresholds, K values, seeds)
+
+
+def check_train(args: argparse.Namespace) -> None:
+    from tasks.check_inputs import check_text_file, check_train_options, require_path
+
+    check_train_options(json_option(args.options, "--options") if args.options else {})
+    if args.method == "gur":
+        given = [f"--{k.replace('_', '-')}" for k, v in train_flags(args).items() if v is not None]
+        if given or args.keywords or args.texts:
+            raise ValueError(f"{' '.join(given) or '--keywords/--texts'}: options of --method tfcsg / simcse")
+    if args.texts:
+        if args.method != "simcse":
+            raise ValueError("--texts: a text file trains --method simcse; tfcsg needs keywords (gur mine-keywords)")
+        check_text_file(args.texts, args.text_field or "text")
+    if args.init_from:
+        require_path(args.init_from, "--init-from")
+
+
+def check_evaluate(args: argparse.Namespace) -> None:
+    from tasks.check_inputs import require_path
+
+    for model in args.models:
+        if ":" not in model and ("/" in model or os.sep in model or Path(model).exists()):
+            require_path(model, "model")
+    if args.stackoverflow:
+        require_path(args.stackoverflow, "--stackoverflow")
+    for path in [*(args.stsb or []), *(args.beir or [])]:
+        require_path(path)
+
+
+def check_nightly(args: argparse.Namespace) -> None:
+    from storage.layout import data_root
+    from tasks.check_inputs import require_path
+    from tasks.nightly_config import CONFIG_NAME, load_nightly_config
+
+    config = load_nightly_config(args.config or data_root(args.root) / CONFIG_NAME)
+    require_path(config.corpus.path, f"{config.source}: [corpus] path")
+
+
+def check_serve(args: argparse.Namespace) -> None:
+    from tasks.check_inputs import require_path
+
+    if args.nightly_config:
+        require_path(args.nightly_config, "--nightly-config")
 
 
 def build_pairs_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -81,6 +213,7 @@ def cmd_build_pairs(args: argparse.Namespace) -> int:
 
     params = build_pairs_params(args)
     stage_configs(**params)  # a bad option is one line here, before Prefect starts a server
+    start_prefect()
     result = build_pairs(**params, workers=args.workers, allow_empty=args.allow_empty, root=args.root)
     report(data_root(args.root), result)
     return 0
@@ -110,11 +243,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def keywords_config(args: argparse.Namespace):
+    """The `KeywordsConfig` the mine-keywords flow builds from these options (built here for its checks)."""
+    from tasks.filter_keywords import KeywordsConfig
+
+    return KeywordsConfig(
+        k=args.k,
+        ks=tuple(args.ks or KeywordsConfig.ks),
+        seeds=tuple(args.seeds or KeywordsConfig.seeds),
+        seed=args.seed,
+        alpha=args.alpha,
+        beta=args.beta,
+        n_iters=args.iters,
+        threshold=args.threshold,
+        t=args.t,
+        tau=args.tau,
+        t_min=args.t_min,
+    )
+
+
 def cmd_mine_keywords(args: argparse.Namespace) -> int:
     from flows.mine_keywords import mine_keywords
     from storage.layout import data_root
 
     root = data_root(args.root)
+    start_prefect()
     ref = mine_keywords(
         input_path=args.input,
         format=args.format,
@@ -143,18 +296,9 @@ def cmd_mine_keywords(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    import json
-
-    from flows.train import train_flow
-    from storage.layout import data_root
-    from storage.stage_output import ref_dir
-
-    root = data_root(args.root)
-    options = json.loads(args.options) if args.options else {}
-    if not isinstance(options, dict):
-        raise ValueError("--options must be a JSON object, e.g. '{\"kl_weight\": 0.5}'")
-    flags = {
+def train_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The `gur train` options that set TrainConfig fields of tfcsg / simcse (None: the preset's)."""
+    return {
         "losses": args.losses,
         "negatives": args.negatives,
         "temperature": args.temperature,
@@ -163,11 +307,19 @@ def cmd_train(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "text_field": args.text_field,
     }
-    if args.method == "gur":
-        given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None]
-        if given or args.keywords or args.texts:
-            raise ValueError(f"{' '.join(given) or '--keywords/--texts'}: options of --method tfcsg / simcse")
-    options.update({k: v for k, v in flags.items() if v is not None})
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import json
+
+    from flows.train import train_flow
+    from storage.layout import data_root
+    from storage.stage_output import ref_dir
+
+    root = data_root(args.root)
+    options = json.loads(args.options) if args.options else {}  # checked by check_train
+    options.update({k: v for k, v in train_flags(args).items() if v is not None})
+    start_prefect()
     ref = train_flow(
         shards=None,
         root=args.root,
@@ -209,6 +361,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     models = [m if ":" in m or m in _baselines() else str(Path(m).resolve()) for m in args.models] or None
     absolute = lambda p: str(Path(p).resolve()) if p else p  # noqa: E731 - user paths are relative to the cwd
     so = {} if args.stackoverflow is None else {"stackoverflow": absolute(args.stackoverflow)}
+    start_prefect()
     result = evaluate(
         models=models,
         **so,
@@ -294,6 +447,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from deployments.serve import serve_all
 
     config = str(Path(args.nightly_config).resolve()) if args.nightly_config else None
+    start_prefect()
     serve_all(cron=args.cron, timezone=args.timezone, schedules=not args.no_schedules, nightly_config=config)
     return 0
 
@@ -301,6 +455,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_nightly(args: argparse.Namespace) -> int:
     from flows.nightly_retrain import nightly_retrain
 
+    start_prefect()
     row = nightly_retrain(config_path=str(Path(args.config).resolve()) if args.config else None, root=args.root)
     print(f"\n{row['decision']}: {row['reason']}")
     return 0
@@ -485,12 +640,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run build-pairs on the bundled Wikipedia sample and show a query")
     add_build_options(demo)
-    demo.set_defaults(func=cmd_demo, input=None)  # the bundled sample
+    demo.set_defaults(func=cmd_demo, check=check_build_pairs, input=None)  # the bundled sample
 
     build = sub.add_parser("build-pairs", help="run the build-pairs flow on a corpus file or folder")
     build.add_argument("input", help="corpus: .jsonl, .parquet, .csv/.tsv, a folder of .txt files, or a .xml.bz2 dump")
     add_build_options(build)
-    build.set_defaults(func=cmd_build_pairs)
+    build.set_defaults(func=cmd_build_pairs, check=check_build_pairs)
 
     kw = sub.add_parser("mine-keywords", help="GSDMM topics and topic-keyword sequences (the TFCSG recipe)")
     kw.add_argument("input", nargs="?", default=None, help="questions/sentences file (default: the demo corpus)")
@@ -534,7 +689,7 @@ def build_parser() -> argparse.ArgumentParser:
     kw.add_argument(
         "--t-min", type=float, default=KeywordsConfig.t_min, help="scaled threshold: lower bound " + DEFAULT
     )
-    kw.set_defaults(func=cmd_mine_keywords)
+    kw.set_defaults(func=cmd_mine_keywords, check=check_mine_keywords)
 
     tr = sub.add_parser(
         "train",
@@ -604,7 +759,7 @@ examples:
         help="any other TrainConfig field as JSON (models/train_loop.py), e.g. "
         '\'{"kl_weight": 0.5, "kl_detach_target": false, "ae_dim": 128, "kl_activation": "linear"}\'',
     )
-    tr.set_defaults(func=cmd_train)
+    tr.set_defaults(func=cmd_train, check=check_train)
 
     ev = sub.add_parser(
         "evaluate",
@@ -636,7 +791,7 @@ examples:
     )
     ev.add_argument("--batch-size", type=int, default=SuiteConfig.batch_size, help="encoding batch size " + DEFAULT)
     ev.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when present)")
-    ev.set_defaults(func=cmd_evaluate)
+    ev.set_defaults(func=cmd_evaluate, check=check_evaluate)
 
     sql = sub.add_parser("sql", help='query the catalog, e.g. gur sql "SELECT count(*) FROM sentences"')
     sql.add_argument("query", help="SQL over the views: documents, sentences, rejects, ...")
@@ -668,7 +823,7 @@ examples:
     serve.add_argument("--timezone", default=NIGHTLY_TZ, help="timezone of the cron schedule " + DEFAULT)
     serve.add_argument("--no-schedules", action="store_true", help="serve nightly-retrain without its schedule")
     serve.add_argument("--nightly-config", default=None, help="nightly.toml (default: <root>/nightly.toml)")
-    serve.set_defaults(func=cmd_serve)
+    serve.set_defaults(func=cmd_serve, check=check_serve)
 
     nightly = sub.add_parser(
         "nightly",
@@ -678,7 +833,7 @@ examples:
         "candidate vs champion on the frozen evaluation suite, and the gate. The config file:\n\n" + nightly_example(),
     )
     nightly.add_argument("--config", default=None, help="the config file (default: <root>/nightly.toml)")
-    nightly.set_defaults(func=cmd_nightly)
+    nightly.set_defaults(func=cmd_nightly, check=check_nightly)
 
     models = sub.add_parser("models", help="the champion model and every earlier one")
     models.set_defaults(func=cmd_models)
@@ -691,26 +846,36 @@ examples:
     return parser
 
 
+def error_line(exc: BaseException) -> str:
+    """The one line `gur` prints for an error. Errors in the input, the options or the data root are
+    raised with a message meant for the user; anything else is named by its type, with the hint."""
+    package = type(exc).__module__.split(".")[0]
+    if isinstance(exc, (ValueError, OSError)) or package in (
+        "gur_cli",
+        "tasks",
+        "models",
+        "storage",
+        "flows",
+        "duckdb",
+    ):
+        return one_line(exc)
+    return f"{type(exc).__name__}: {one_line(exc)} (GUR_DEBUG=1 shows the traceback)"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "check", None):
+            args.check(args)  # before Prefect is imported: a wrong path or column is one line in a second
         return args.func(args)
     except KeyboardInterrupt:
-        print("interrupted; rerun the same command to resume", file=sys.stderr)
+        print("gur: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
-    except Exception as exc:  # a clear one-line message instead of a library traceback
-        from models.trainer_process import TrainerRunningError
-        from storage.catalog import CatalogBusyError
-        from tasks.read_corpus import CorpusError
-
-        expected = (CorpusError, FileNotFoundError, ValueError, TrainerRunningError, CatalogBusyError)
-        if os.environ.get("GUR_DEBUG") != "1" and (
-            isinstance(exc, expected) or type(exc).__module__.startswith("duckdb")
-        ):
-            print(f"gur: error: {exc}", file=sys.stderr)
-            print("(set GUR_DEBUG=1 for the traceback)", file=sys.stderr)
-            return 1
-        raise
+    except Exception as exc:
+        if os.environ.get("GUR_DEBUG") == "1":
+            raise
+        print(f"gur: error: {error_line(exc)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

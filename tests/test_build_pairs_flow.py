@@ -147,7 +147,8 @@ def test_gur_errors_are_one_line(tmp_path, capsys):
     assert "no catalog at" in capsys.readouterr().err
     assert gur_main(["--root", str(tmp_path), "build-pairs", str(tmp_path / "missing.jsonl")]) == 1
     assert "missing.jsonl" in capsys.readouterr().err
-    assert gur_main(["--root", str(tmp_path), "build-pairs", "x.jsonl", "--memory-limit", "1MB"]) == 1
+    (tmp_path / "x.jsonl").write_text('{"text": "a"}\n', encoding="utf-8")  # the input is checked first
+    assert gur_main(["--root", str(tmp_path), "build-pairs", str(tmp_path / "x.jsonl"), "--memory-limit", "1MB"]) == 1
     assert capsys.readouterr().err.startswith("gur: error: memory_limit must be at least 16MB")
 
 

@@ -70,7 +70,7 @@ def argv(command: str, *options: str) -> list[str]:
 def parse(command: str) -> dict:
     """The options' values under the flow's parameter names."""
     args = build_parser().parse_args(argv(command))
-    return {FLOW_NAMES.get(k, k): v for k, v in vars(args).items() if k not in ("func", "command", "root")}
+    return {FLOW_NAMES.get(k, k): v for k, v in vars(args).items() if k not in ("func", "check", "command", "root")}
 
 
 def flows() -> dict:
