@@ -525,6 +525,22 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     return 0
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already says it or the option is a flag."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "(default" in text or action.nargs == 0 or action.default in (None, argparse.SUPPRESS):
+            return text
+        if not action.option_strings and action.nargs not in ("?", "*"):
+            return text  # a required positional has no default
+        return text + " (default: %(default)s)"
+
+
+class RawHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """`HelpFormatter` that keeps the description's own line breaks (examples, tables)."""
+
+
 def nightly_example() -> str:
     from tasks import nightly_config
 
@@ -544,15 +560,29 @@ def build_parser() -> argparse.ArgumentParser:
     from tasks.shuffle_pairs import ShuffleConfig
     from tasks.split_sentences import SplitConfig
 
+    root_help = "data root (default: $GUR_HOME or ./data); before or after the command"
     parser = argparse.ArgumentParser(
         prog="gur",
+        formatter_class=HelpFormatter,
         description="Turn raw unlabeled documents into a domain-adapted text encoder. Every stage writes Parquet "
         "under the data root (--root, else $GUR_HOME, else ./data) and `catalog.duckdb` has a view per table.",
     )
-    parser.add_argument("--root", default=None, help="data root (default: $GUR_HOME or ./data)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--root", default=None, help=root_help)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", default=argparse.SUPPRESS, help=root_help)  # SUPPRESS: keeps a --root given before
 
-    def add_build_options(p: argparse.ArgumentParser) -> None:
+    def add(name: str, help: str, description: str | None = None, raw: bool = False) -> argparse.ArgumentParser:
+        """A subcommand: its description (default: its help line), --root, every option's default in --help."""
+        return sub.add_parser(
+            name,
+            help=help,
+            description=description or help[0].upper() + help[1:] + ".",
+            parents=[common],
+            formatter_class=RawHelpFormatter if raw else HelpFormatter,
+        )
+
+    def add_reader_options(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--format",
             default=ReaderConfig.format,
@@ -565,10 +595,12 @@ def build_parser() -> argparse.ArgumentParser:
             "--title-field", default=ReaderConfig.title_field, help="field/column with the title " + DEFAULT
         )
         p.add_argument("--id-field", default=ReaderConfig.id_field, help="field/column with the source id " + DEFAULT)
+
+    def add_build_options(p: argparse.ArgumentParser, source: str = "the input's file name") -> None:
         p.add_argument(
             "--source-name",
             default=IngestConfig.source_name,
-            help="name used in doc_ids (default: the input's file name)",
+            help=f"name used in doc_ids (default: {source})",
         )
         p.add_argument(
             "--docs-per-shard",
@@ -638,16 +670,40 @@ def build_parser() -> argparse.ArgumentParser:
             "~30%% slower), zstd " + DEFAULT,
         )
 
-    demo = sub.add_parser("demo", help="run build-pairs on the bundled Wikipedia sample and show a query")
-    add_build_options(demo)
-    demo.set_defaults(func=cmd_demo, check=check_build_pairs, input=None)  # the bundled sample
+    demo = add(
+        "demo",
+        help="run build-pairs on the bundled Wikipedia sample and show a query",
+        description="Run build-pairs (ingest -> split -> pair -> shuffle) on the English Wikipedia sample that ships "
+        "with gensim (a MediaWiki dump of about 200 articles), then print two queries over the catalog. "
+        f"{DemoRetrievalConfig.held_out_percent}% of the articles are held out for `gur evaluate`'s demo "
+        "retrieval set. The reader options are the dump's own; run build-pairs for your corpus.",
+    )
+    add_build_options(demo, source="enwiki-sample")
+    reader = ReaderConfig()  # the MediaWiki reader of the bundled dump ignores the field names
+    demo.set_defaults(
+        func=cmd_demo,
+        check=check_build_pairs,
+        input=None,
+        format=reader.format,
+        text_field=reader.text_field,
+        title_field=reader.title_field,
+        id_field=reader.id_field,
+    )
 
-    build = sub.add_parser("build-pairs", help="run the build-pairs flow on a corpus file or folder")
+    build = add(
+        "build-pairs",
+        help="run the build-pairs flow on a corpus file or folder",
+        description="Read a corpus, split it into sentences, pair sentences of one document that share a long "
+        "common subsequence (LCS) and write deduplicated, shuffled training shards. Each stage is a Parquet "
+        "folder under the data root named by its fingerprint, and a rerun reuses every finished stage. "
+        "`gur catalog` lists the tables, `gur sql` queries them.",
+    )
     build.add_argument("input", help="corpus: .jsonl, .parquet, .csv/.tsv, a folder of .txt files, or a .xml.bz2 dump")
+    add_reader_options(build)
     add_build_options(build)
     build.set_defaults(func=cmd_build_pairs, check=check_build_pairs)
 
-    kw = sub.add_parser("mine-keywords", help="GSDMM topics and topic-keyword sequences (the TFCSG recipe)")
+    kw = add("mine-keywords", help="GSDMM topics and topic-keyword sequences (the TFCSG recipe)")
     kw.add_argument("input", nargs="?", default=None, help="questions/sentences file (default: the demo corpus)")
     kw.add_argument("--format", default=ReaderConfig.format, help="input format, as for build-pairs " + DEFAULT)
     kw.add_argument(
@@ -665,7 +721,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=KeywordsConfig.k,
         help="upper bound on topics (GSDMM empties the extra ones) " + DEFAULT,
     )
-    kw.add_argument("--ks", type=int, nargs="*", default=None, help="sweep these K values and keep the best NPMI")
+    kw.add_argument(
+        "--ks",
+        type=int,
+        nargs="*",
+        default=None,
+        help="sweep these K values and keep the best NPMI (default: no sweep, --k)",
+    )
     seeds = " ".join(map(str, KeywordsConfig.seeds))
     kw.add_argument("--seeds", type=int, nargs="*", default=None, help=f"seeds per K in a sweep (default: {seeds})")
     kw.add_argument("--seed", type=int, default=KeywordsConfig.seed, help="seed of the final fit " + DEFAULT)
@@ -691,10 +753,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kw.set_defaults(func=cmd_mine_keywords, check=check_mine_keywords)
 
-    tr = sub.add_parser(
+    tr = add(
         "train",
         help="train an encoder: GUR on the newest shards, TFCSG on the newest keywords, or SimCSE",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        raw=True,
         description="""One training run. Rerunning the same command reuses a finished run and resumes an
 interrupted one from its newest checkpoint (Ctrl-C or SIGTERM saves one).
 
@@ -729,39 +791,57 @@ examples:
         choices=["tiny", "small", "paper", "cpu", "auto"],
         help="gur: tiny/small (default small); tfcsg/simcse: paper/cpu/auto (default auto)",
     )
-    tr.add_argument("--steps", type=int, default=None, help="optimizer steps (gur default 10000; tfcsg: from epochs)")
+    tr.add_argument(
+        "--steps", type=int, default=None, help="optimizer steps (default: gur 10000; tfcsg/simcse: from the epochs)"
+    )
     tr.add_argument("--objective", default="lm+cl", choices=["lm+cl", "cl", "lm"], help="gur: GUR-FULL, -LM, -CL")
     tr.add_argument("--variant", default="lcs", choices=["lcs", "none"], help="gur: pair rule of the shards")
     tr.add_argument(
         "--pooling", default=None, choices=["cls", "mean", "eos"], help="sentence vector pooling (default: preset's)"
     )
-    tr.add_argument("--lr", type=float, default=None, help="peak learning rate (gur 1e-4; tfcsg/simcse 3e-5)")
+    tr.add_argument("--lr", type=float, default=None, help="peak learning rate (default: gur 1e-4; tfcsg/simcse 3e-5)")
     tr.add_argument(
         "--init-from", default="", help="warm-start from a local model folder (tfcsg/simcse default: MiniLM)"
     )
     tr.add_argument("--nproc", type=int, default=0, help="processes (GPUs) for torchrun; 0: one per GPU, else 1")
     tr.add_argument("--keywords", default=None, help="tfcsg/simcse: keywords fingerprint (default: the newest)")
-    tr.add_argument("--texts", default=None, help="simcse: a .tsv/.csv/.jsonl/.parquet file of texts instead")
+    tr.add_argument(
+        "--texts",
+        default=None,
+        help="simcse: a .tsv/.csv/.jsonl/.parquet file of texts instead (default: none, the newest keywords)",
+    )
     tr.add_argument("--text-field", default=None, help="column with the text (default: text)")
     tr.add_argument(
-        "--losses", default=None, help="tfcsg: '+'-joined cl, kl, s2s, kw (paper: cl+kl+s2s; cpu preset: kw+s2s)"
+        "--losses",
+        default=None,
+        help="tfcsg: '+'-joined cl, kl, s2s, kw (default: the preset's; paper: cl+kl+s2s, cpu: kw+s2s)",
     )
     tr.add_argument(
-        "--negatives", default=None, choices=["all", "topic-masked"], help="tfcsg/simcse: in-batch negatives"
+        "--negatives",
+        default=None,
+        choices=["all", "topic-masked"],
+        help="tfcsg/simcse: in-batch negatives (default: the preset's; paper: all, cpu: topic-masked)",
     )
     tr.add_argument("--temperature", type=float, default=None, help="contrastive temperature (default: 0.05)")
-    tr.add_argument("--epochs", type=float, default=None, help="tfcsg/simcse: passes over the data (preset's)")
-    tr.add_argument("--batch-size", type=int, default=None, help="tfcsg/simcse: questions per batch (preset's)")
-    tr.add_argument("--seed", type=int, default=None, help="seed of data order, dropout and new weights (default 0)")
+    tr.add_argument(
+        "--epochs", type=float, default=None, help="tfcsg/simcse: passes over the data (default: the preset's)"
+    )
+    tr.add_argument(
+        "--batch-size", type=int, default=None, help="tfcsg/simcse: questions per batch (default: the preset's)"
+    )
+    tr.add_argument("--seed", type=int, default=None, help="seed of data order, dropout and new weights (default: 0)")
+    from tasks.check_inputs import train_option_names
+
     tr.add_argument(
         "--options",
         default="",
-        help="any other TrainConfig field as JSON (models/train_loop.py), e.g. "
-        '\'{"kl_weight": 0.5, "kl_detach_target": false, "ae_dim": 128, "kl_activation": "linear"}\'',
+        help="any other TrainConfig field (models/train_loop.py) as JSON, e.g. "
+        '\'{"kl_weight": 0.5, "kl_detach_target": false}\' (default: none, the preset\'s values); fields: '
+        + ", ".join(train_option_names()),
     )
     tr.set_defaults(func=cmd_train, check=check_train)
 
-    ev = sub.add_parser(
+    ev = add(
         "evaluate",
         help="evaluate models and baselines on retrieval, question retrieval, STS, zero-shot",
         description="Evaluate model folders and baselines (bm25, minilm, untrained, glove, word2vec). A dataset "
@@ -777,7 +857,10 @@ examples:
     ev.add_argument("--no-lee", action="store_true", help="skip the Lee-50 document similarity set")
     ev.add_argument("--no-demo", action="store_true", help="skip the held-out demo retrieval set")
     ev.add_argument(
-        "--beir", nargs="*", default=None, help="BEIR-layout folders (corpus.jsonl, queries.jsonl, qrels/)"
+        "--beir",
+        nargs="*",
+        default=None,
+        help="BEIR-layout folders (corpus.jsonl, queries.jsonl, qrels/) (default: none)",
     )
     ev.add_argument("--beir-split", default=SuiteConfig.beir_split, help="qrels split for BEIR folders " + DEFAULT)
     ev.add_argument(
@@ -793,31 +876,46 @@ examples:
     ev.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when present)")
     ev.set_defaults(func=cmd_evaluate, check=check_evaluate)
 
-    sql = sub.add_parser("sql", help='query the catalog, e.g. gur sql "SELECT count(*) FROM sentences"')
+    sql = add(
+        "sql",
+        help='query the catalog, e.g. gur sql "SELECT count(*) FROM sentences"',
+        description="Run one DuckDB SQL query over the catalog (<root>/catalog.duckdb, read-only) and print the "
+        "first rows as a table. Each table is a view over the newest complete output of its stage: documents, "
+        "sentences, pairs, shards, rejects, keywords, metrics, promotions, ... (`gur catalog` lists them).",
+    )
     sql.add_argument("query", help="SQL over the views: documents, sentences, rejects, ...")
-    sql.add_argument("--limit", type=int, default=50, help="rows to print at most (default: 50)")
+    sql.add_argument("--limit", type=int, default=50, help="rows to print at most")
     sql.set_defaults(func=cmd_sql)
 
-    catalog = sub.add_parser("catalog", help="list the catalog's views with row counts")
+    catalog = add(
+        "catalog",
+        help="list the catalog's views with row counts",
+        description="List the views of <root>/catalog.duckdb with their row counts and definitions: one view per "
+        "table, over the newest complete output of its stage. --refresh rebuilds them from the stage manifests "
+        "(after moving the data root, or when a run could not update the catalog).",
+    )
     catalog.add_argument("--refresh", action="store_true", help="rebuild the views first (e.g. after moving the root)")
     catalog.set_defaults(func=cmd_catalog)
 
-    verify = sub.add_parser(
+    verify = add(
         "verify",
         help="check every stage output's files against its manifest (sizes and SHA-256)",
         description="Check every complete stage output (or one stage's) against the sizes and SHA-256 hashes\n"
         "its manifest recorded. A damaged output is marked invalid (its manifest moves to _invalid.json):\n"
         "readers stop using it and the next run that needs it rebuilds it. Exit status 1 when any was\n"
         "damaged. (Every cache hit already checks sizes; hashes read every byte, so they are checked here.)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        raw=True,
     )
     verify.add_argument("stage", nargs="?", default=None, help="one stage, e.g. shuffle (default: every stage)")
     verify.set_defaults(func=cmd_verify)
 
-    serve = sub.add_parser(
+    serve = add(
         "serve",
         help="serve the deployments (needs `prefect server start` and PREFECT_API_URL)",
-        description="Serve every deployment from this process; nightly-retrain runs on a cron schedule.",
+        description="Serve every deployment (build-pairs, mine-keywords, train, evaluate, nightly-retrain) from "
+        "this process until it is stopped; `prefect deployment run FLOW/DEPLOYMENT` starts a run, which executes "
+        "here with this process's working directory and GUR_HOME. nightly-retrain runs on a cron schedule with a "
+        "concurrency limit of 1. Needs a running Prefect server: `prefect server start` and PREFECT_API_URL.",
     )
     serve.add_argument("--cron", default=NIGHTLY_CRON, help="nightly-retrain schedule (default: '%(default)s')")
     serve.add_argument("--timezone", default=NIGHTLY_TZ, help="timezone of the cron schedule " + DEFAULT)
@@ -825,23 +923,23 @@ examples:
     serve.add_argument("--nightly-config", default=None, help="nightly.toml (default: <root>/nightly.toml)")
     serve.set_defaults(func=cmd_serve, check=check_serve)
 
-    nightly = sub.add_parser(
+    nightly = add(
         "nightly",
         help="run nightly-retrain once now (what the schedule runs)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        raw=True,
         description="One nightly-retrain run: data stages on the corpus, a candidate trained from the champion,\n"
         "candidate vs champion on the frozen evaluation suite, and the gate. The config file:\n\n" + nightly_example(),
     )
     nightly.add_argument("--config", default=None, help="the config file (default: <root>/nightly.toml)")
     nightly.set_defaults(func=cmd_nightly, check=check_nightly)
 
-    models = sub.add_parser("models", help="the champion model and every earlier one")
+    models = add("models", help="the champion model and every earlier one")
     models.set_defaults(func=cmd_models)
-    promote = sub.add_parser("promote", help="make a model folder the champion by hand (recorded)")
+    promote = add("promote", help="make a model folder the champion by hand (recorded)")
     promote.add_argument("export", help="a model folder, e.g. data/train/<fingerprint>/export")
     promote.add_argument("--reason", default="", help="why (goes into the promotions table)")
     promote.set_defaults(func=cmd_promote)
-    rollback = sub.add_parser("rollback", help="make the previous champion the champion again (recorded)")
+    rollback = add("rollback", help="make the previous champion the champion again (recorded)")
     rollback.set_defaults(func=cmd_rollback)
     return parser
 
