@@ -48,6 +48,7 @@ from models.pair_data import (
 from models.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
 from models.trainer_process import run_lock, watch_parent
 from storage.atomic import atomic_path, atomic_write_text
+from storage.progress import eta_seconds, format_duration
 
 DEFAULT_PROMPTS = (
     "Anarchism is a political <extra_id_0> that rejects hierarchy.",
@@ -549,6 +550,7 @@ def _train(cfg: TrainConfig) -> dict[str, Any]:
         print(f"step 0 heldout_acc {row['heldout_acc']:.4g} heldout_cl {row['heldout_cl']:.4g}", flush=True)
     model.train()
     t0, tokens, last_saved, saved_at = time.time(), 0, step, time.time()
+    run_t0, run_step0 = t0, step  # the measured step rate (this process, evaluations included) gives the ETA
     while step < cfg.max_steps and not stop["flag"]:
         parts_sum: dict[str, torch.Tensor] = {}
         loss_sum = torch.zeros((), device=device)
@@ -588,10 +590,11 @@ def _train(cfg: TrainConfig) -> dict[str, Any]:
                 row.update(evaluate(model, eval_batches, device, cfg, recipe.eval_pair))
             metrics.append(row)
             if master:
-                print(
-                    " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()),
-                    flush=True,
-                )
+                line = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
+                eta = eta_seconds(step - run_step0, cfg.max_steps - run_step0, time.time() - run_t0)
+                if eta is not None and step < cfg.max_steps:
+                    line += f" eta {format_duration(eta)}"
+                print(line, flush=True)
             t0, tokens = time.time(), 0
         if cfg.stop_at_step and step == cfg.stop_at_step:
             return {"stopped_at": step}

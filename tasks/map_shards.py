@@ -3,20 +3,48 @@
 Shard `i` in gives shard `i` out, so results never depend on scheduling. Workers are
 spawned, not forked: forking a process that runs Prefect's and Arrow's threads can deadlock.
 Worker functions live in Prefect-free modules so that spawning them stays cheap.
+
+Progress within a shard: a worker takes `report`, a callable it calls with a count of units
+done (documents) every so often; `map_shards` passes the counts to `on_progress` in this
+process, directly or, from spawned workers, through a queue it drains while it waits.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 from storage.shards import shard_done, sweep_temporaries
 
-Worker = Callable[[str, str, int, Any], dict[str, int]]
+Report = Callable[[int], None]
+# worker(in_path, out_dir, index, config, report=None) -> the shard's stats
+Worker = Callable[..., dict[str, int]]
+
+_REPORTS: Any = None  # in a spawned worker: the queue progress counts go to
+
+
+def _set_reports(reports: Any) -> None:
+    global _REPORTS
+    _REPORTS = reports
+
+
+def _run_reporting(worker: Worker, in_path: str, out_dir: str, index: int, config: Any) -> dict[str, int]:
+    """In a spawned worker: the worker, with its `report` feeding the pool's queue."""
+    return worker(in_path, out_dir, index, config, report=_REPORTS.put if _REPORTS is not None else None)
+
+
+def _drain(reports: Any, on_progress: Report) -> None:
+    while True:
+        try:
+            n = reports.get_nowait()
+        except queue.Empty:
+            return
+        on_progress(n)
 
 
 def map_shards(
@@ -26,21 +54,33 @@ def map_shards(
     config: Any,
     workers: int | None = None,
     on_shard: Callable[[dict[str, int]], None] | None = None,
+    on_progress: Report | None = None,
+    poll_s: float = 1.0,
 ) -> None:
-    """Call `worker(in_path, out_dir, index, config)` for each shard whose marker is missing."""
+    """Call `worker(in_path, out_dir, index, config, report=...)` for each shard whose marker is missing."""
     sweep_temporaries(out_dir)
     pending = [(i, p) for i, p in enumerate(in_shards) if not shard_done(out_dir, i)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(pending)))
     if workers == 1:
         for i, p in pending:
-            stats = worker(str(p), str(out_dir), i, config)
+            stats = worker(str(p), str(out_dir), i, config, report=on_progress)
             if on_shard:
                 on_shard(stats)
         return
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [pool.submit(worker, str(p), str(out_dir), i, config) for i, p in pending]
-        for future in as_completed(futures):
-            stats = future.result()
-            if on_shard:
-                on_shard(stats)
+    reports = ctx.Queue() if on_progress else None
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_set_reports, initargs=(reports,)
+    ) as pool:
+        waiting = {pool.submit(_run_reporting, worker, str(p), str(out_dir), i, config) for i, p in pending}
+        while waiting:
+            done, waiting = wait(waiting, timeout=poll_s, return_when=FIRST_COMPLETED)
+            if reports is not None:
+                _drain(reports, on_progress)
+            for future in done:
+                stats = future.result()
+                if on_shard:
+                    on_shard(stats)
+    if reports is not None:
+        _drain(reports, on_progress)  # what was still in flight when the last worker finished
+        reports.close()

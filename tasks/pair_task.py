@@ -7,7 +7,7 @@ from prefect import task
 from storage.fingerprint import fingerprint
 from storage.progress import Progress, current_logger
 from storage.shards import finished_shards, sum_shard_stats
-from storage.stage_output import StageOutput, ref_dir
+from storage.stage_output import StageOutput, ref_dir, ref_manifest
 from tasks.pair_candidates import PairConfig
 from tasks.pair_sentences import PAIR_CODE_VERSION
 from tasks.pair_shards import pair_all
@@ -26,8 +26,10 @@ def pair(sentences: dict[str, str], config: PairConfig, root: str, workers: int 
         return out.cached()
     shards = finished_shards(ref_dir(out.root, sentences))
     logger.info("pair: %d sentence shards, rule=%s -> %s", len(shards), config.rule, out.dir)
-    progress = Progress("pair shards", len(shards), logger)
-    pair_all(shards, out.dir, config, workers=workers or None, on_shard=lambda stats: progress.update(1))
+    total = ref_manifest(out.root, sentences)["rows"].get("sentences")
+    done = sum_shard_stats(out.dir).get("sentences", 0)  # shards a killed run finished
+    with Progress("pair", total, logger, unit="sentences", done=done, heartbeat=True) as progress:
+        pair_all(shards, out.dir, config, workers=workers or None, on_progress=progress.update)
     stats = sum_shard_stats(out.dir)
     progress.close(pairs=stats.get("pairs", 0))
     return out.finish(

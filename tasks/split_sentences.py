@@ -21,6 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 
 SPLIT_CODE_VERSION = "split_v2"  # v2: over-long sentences are cut at whitespace, not cropped
+PIECE_DOCUMENTS = 200  # documents split between two progress reports (a piece; the output does not depend on it)
 
 _CLOSERS = "”’」』）》】〕〉\"')\\]"
 _CJK_CLASS = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
@@ -162,16 +163,32 @@ def split_documents(
     return table, counts
 
 
-def split_shard(in_path: str, out_dir: str, index: int, config: SplitConfig) -> dict[str, int]:
-    """Read one documents shard, write sentences shard `index` (atomic + marker); a worker body."""
+def split_shard(
+    in_path: str, out_dir: str, index: int, config: SplitConfig, report: Callable[[int], None] | None = None
+) -> dict[str, int]:
+    """Read one documents shard, write sentences shard `index` (atomic + marker); a worker body.
+
+    Documents are split `PIECE_DOCUMENTS` at a time, with `report(documents)` after each piece.
+    """
     import pyarrow.parquet as pq
 
     from storage.shards import write_shard, write_shard_stats
 
     docs = pq.read_table(in_path, columns=["doc_id", "title", "text"])
-    table, counts = split_documents(
-        docs.column("doc_id").to_pylist(), docs.column("title").to_pylist(), docs.column("text").to_pylist(), config
-    )
+    tables, counts = [], {}
+    for start in range(0, max(docs.num_rows, 1), PIECE_DOCUMENTS):
+        piece = docs.slice(start, PIECE_DOCUMENTS)
+        table, piece_counts = split_documents(
+            piece.column("doc_id").to_pylist(),
+            piece.column("title").to_pylist(),
+            piece.column("text").to_pylist(),
+            config,
+        )
+        tables.append(table)
+        counts = {k: counts.get(k, 0) + v for k, v in piece_counts.items()}
+        if report:
+            report(piece.num_rows)
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables).combine_chunks()
     stats = {"documents": docs.num_rows, "sentences": table.num_rows, **counts}
     write_shard_stats(Path(out_dir), index, stats)
     write_shard(Path(out_dir), index, table)
@@ -184,8 +201,10 @@ def split_all(
     config: SplitConfig,
     workers: int | None = None,
     on_shard: Callable[[dict[str, int]], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> None:
-    """Split every documents shard whose sentences shard is not done yet, on all cores."""
+    """Split every documents shard whose sentences shard is not done yet, on all cores
+    (`on_progress(documents)` as pieces finish)."""
     from tasks.map_shards import map_shards
 
-    map_shards(split_shard, in_shards, out_dir, config, workers, on_shard)
+    map_shards(split_shard, in_shards, out_dir, config, workers, on_shard, on_progress)

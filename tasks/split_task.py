@@ -7,7 +7,7 @@ from prefect import task
 from storage.fingerprint import fingerprint
 from storage.progress import Progress, current_logger
 from storage.shards import finished_shards, sum_shard_stats
-from storage.stage_output import StageOutput, ref_dir
+from storage.stage_output import StageOutput, ref_dir, ref_manifest
 from tasks.split_sentences import SPLIT_CODE_VERSION, SplitConfig, split_all
 from tasks.stage_cache import STAGE_TASK
 
@@ -22,8 +22,10 @@ def split(documents: dict[str, str], config: SplitConfig, root: str, workers: in
         return out.cached()
     shards = finished_shards(ref_dir(out.root, documents))
     logger.info("split: %d document shards -> %s", len(shards), out.dir)
-    progress = Progress("split shards", len(shards), logger)
-    split_all(shards, out.dir, config, workers=workers or None, on_shard=lambda stats: progress.update(1))
+    total = ref_manifest(out.root, documents)["rows"].get("documents")
+    done = sum_shard_stats(out.dir).get("documents", 0)  # shards a killed run finished
+    with Progress("split", total, logger, unit="documents", done=done, heartbeat=True) as progress:
+        split_all(shards, out.dir, config, workers=workers or None, on_progress=progress.update)
     stats = sum_shard_stats(out.dir)
     progress.close(sentences=stats.get("sentences", 0))
     return out.finish(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,9 +113,13 @@ def test_lr_schedule():
     assert get_lr(50, dataclasses.replace(cfg, schedule="constant")) == 1.0
 
 
-def test_interrupted_run_resumes_with_the_same_losses(shards, tmp_path):
+def test_interrupted_run_resumes_with_the_same_losses(shards, tmp_path, capsys):
     full = train(run_config(shards, tmp_path / "full", log_every=3))  # rows at 3 4(eval) 6 8: windows span step 4
     assert full["complete"] and full["step"] == 8
+    logged = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ") and " lr " in line]
+    assert [line.split()[1] for line in logged] == ["3", "4", "6", "8"]
+    assert all(re.search(r" eta \d+(s|m\d\ds|h\d\dm)$", line) for line in logged[:-1]), logged  # from the step rate
+    assert " eta " not in logged[-1]  # the last step: nothing left
     # WordPiece training in `tokenizers` breaks frequency ties in hash order, so two fresh runs can differ in
     # vocabulary; a run saves its tokenizer before the first step and a resumed run reloads it. Share it here.
     shutil.copytree(tmp_path / "full" / "tokenizer", tmp_path / "cut" / "tokenizer")
