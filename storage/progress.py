@@ -37,6 +37,8 @@ def eta_seconds(done: float, total: float, elapsed: float) -> float | None:
 def progress_line(desc: str, done: int, total: int | None, elapsed: float, unit: str = "", skipped: int = 0) -> str:
     """`pair: 57/200 documents (28%, 0.5/s, 1m54s in, ETA 4m46s)`; `skipped` units were done before
     this run (a resumed stage) and count towards `done` but not towards the rate."""
+    if total is None and done == 0:  # a heartbeat of a step with nothing to count
+        return f"{desc}: working ({format_duration(elapsed)} in)"
     rate = (done - skipped) / max(elapsed, 1e-9)
     of = f"/{total}" if total is not None else ""
     unit = f" {unit}" if unit else ""

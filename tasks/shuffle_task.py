@@ -7,7 +7,7 @@ import shutil
 from prefect import task
 
 from storage.fingerprint import fingerprint
-from storage.progress import current_logger
+from storage.progress import Progress, current_logger
 from storage.shards import finished_shards
 from storage.stage_output import StageOutput, ref_dir
 from tasks.shuffle_pairs import BUCKETS, SHUFFLE_CODE_VERSION, WORK_DIR, ShuffleConfig, shuffle_all
@@ -55,7 +55,8 @@ def shuffle(pairs: dict[str, str], config: ShuffleConfig, root: str) -> dict[str
         config.memory_limit,
         out.dir,
     )
-    stats = shuffle_all(shards, out.dir, config)
+    with Progress("shuffle", None, logger, heartbeat=True):  # a line every 10 s, however long it sorts
+        stats = shuffle_all(shards, out.dir, config)
     logger.info(
         "shuffle: %d pairs in, %d out (%d short, %d long), %d partitions",
         stats.get("rows_in", 0),

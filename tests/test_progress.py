@@ -42,6 +42,7 @@ def test_progress_line():
     assert progress_line("pair", 200, 200, 100.0, "sentences") == "pair: 200/200 sentences (100%, 2.0/s, 1m40s in)"
     assert progress_line("ingest records", 5000, None, 2.0) == "ingest records: 5000 (2,500/s, 2s in)"
     assert progress_line("pair", 0, 200, 3.0) == "pair: 0/200 (0%, 0.0/s, 3s in, ETA ?)"
+    assert progress_line("shuffle", 0, None, 75.0) == "shuffle: working (1m15s in)"  # nothing to count
     # 100 done by an earlier (killed) run: the rate and the ETA count only this run's 50 in 10 s.
     assert progress_line("split", 150, 200, 10.0, "documents", skipped=100) == (
         "split: 150/200 documents (75%, 5.0/s, 10s in, ETA 10s)"
