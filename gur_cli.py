@@ -93,9 +93,52 @@ def quiet_prefect_console() -> None:
                 handler.addFilter(QuietPrefectFailures())
 
 
+def use_running_server() -> None:
+    """Point Prefect at the server `gur server start` started, when it is up (before Prefect is imported:
+    its settings are read once). An explicit PREFECT_API_URL wins."""
+    from deployments.local_server import running_server
+
+    if not os.environ.get("PREFECT_API_URL"):
+        url = running_server()
+        if url:
+            os.environ["PREFECT_API_URL"] = url
+
+
 def start_prefect() -> None:
-    """Called once a flow module is imported, before its flow runs: Prefect's failure lines off the console."""
+    """Called once a flow module is imported, before its flow runs: Prefect's failure lines off the console,
+    and without a server to use, the ephemeral one started now under a lock (`deployments.local_server`)."""
+    from prefect.settings import get_current_settings
+
+    from deployments.local_server import start_ephemeral
+
     quiet_prefect_console()
+    settings = get_current_settings()
+    if not settings.api.url and settings.server.ephemeral.enabled:
+        start_ephemeral(Path(settings.home))
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    from deployments.local_server import prefect_home, running_server, start_server, stop_server
+
+    if args.action == "start":
+        record = start_server(port=args.port)
+        print(
+            f"Prefect server {'already running' if record.get('already') else 'started'} (pid {record['pid']}): "
+            f"UI {record['ui_url']}, API {record['api_url']}\n"
+            f"gur commands run their flows on it until `gur server stop`; log: {record['log']}"
+        )
+    elif args.action == "stop":
+        record = stop_server()
+        print(f"stopped the Prefect server (pid {record['pid']})" if record else "no server started by gur")
+    else:
+        url = running_server()
+        print(
+            f"Prefect server up: API {url} (PREFECT_HOME {prefect_home()})"
+            if url
+            else "no server started by gur is running: each command starts an ephemeral one (`gur server start`)"
+        )
+        return 0 if url else 3
+    return 0
 
 
 def reader_config(args: argparse.Namespace):
@@ -400,7 +443,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    from storage.catalog import connect_catalog, refresh_catalog
+    from storage.catalog import connect_catalog, list_views, refresh_catalog
     from storage.layout import data_root
 
     root = data_root(args.root)
@@ -408,10 +451,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
         refresh_catalog(root)
     con = connect_catalog(root)
     try:
-        views = con.execute(
-            "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
-        ).fetchall()
-        rows = [(name, con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0], sql) for name, sql in views]
+        rows = list_views(con)
     finally:
         con.close()
     print(f"catalog: {root / 'catalog.duckdb'}")
@@ -911,11 +951,11 @@ examples:
 
     serve = add(
         "serve",
-        help="serve the deployments (needs `prefect server start` and PREFECT_API_URL)",
+        help="serve the deployments (needs a Prefect server: `gur server start`, or PREFECT_API_URL)",
         description="Serve every deployment (build-pairs, mine-keywords, train, evaluate, nightly-retrain) from "
         "this process until it is stopped; `prefect deployment run FLOW/DEPLOYMENT` starts a run, which executes "
         "here with this process's working directory and GUR_HOME. nightly-retrain runs on a cron schedule with a "
-        "concurrency limit of 1. Needs a running Prefect server: `prefect server start` and PREFECT_API_URL.",
+        "concurrency limit of 1. Needs a running Prefect server: `gur server start` (or PREFECT_API_URL set).",
     )
     serve.add_argument("--cron", default=NIGHTLY_CRON, help="nightly-retrain schedule (default: '%(default)s')")
     serve.add_argument("--timezone", default=NIGHTLY_TZ, help="timezone of the cron schedule " + DEFAULT)
@@ -941,6 +981,18 @@ examples:
     promote.set_defaults(func=cmd_promote)
     rollback = add("rollback", help="make the previous champion the champion again (recorded)")
     rollback.set_defaults(func=cmd_rollback)
+
+    server = add(
+        "server",
+        help="start, stop or check a local Prefect server that every gur command then uses",
+        description="`gur server start` runs `prefect server start` in the background on 127.0.0.1 and records "
+        "its pid and URL in Prefect's home (gur-server.json). Every later gur command uses it instead of starting "
+        "an ephemeral server of its own (10-60 s each), and its runs stay in the UI. An explicit PREFECT_API_URL "
+        "wins. `gur serve` needs it too. `gur server stop` stops it; `status` exits 3 when none is running.",
+    )
+    server.add_argument("action", choices=["start", "stop", "status"], help="what to do")
+    server.add_argument("--port", type=int, default=4200, help="port of `start` (UI and API)")
+    server.set_defaults(func=cmd_server)
     return parser
 
 
@@ -960,11 +1012,16 @@ def error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {one_line(exc)} (GUR_DEBUG=1 shows the traceback)"
 
 
+PREFECT_COMMANDS = (cmd_demo, cmd_build_pairs, cmd_mine_keywords, cmd_train, cmd_evaluate, cmd_serve, cmd_nightly)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if getattr(args, "check", None):
-            args.check(args)  # before Prefect is imported: a wrong path or column is one line in a second
+            args.check(args)
+        if args.func in PREFECT_COMMANDS:
+            use_running_server()  # before Prefect is imported: a wrong path or column is one line in a second
         return args.func(args)
     except KeyboardInterrupt:
         print("gur: interrupted; rerun the same command to resume", file=sys.stderr)

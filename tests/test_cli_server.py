@@ -1,0 +1,66 @@
+"""Start-up: two first runs on a fresh Prefect home both succeed (the ephemeral server starts under a lock);
+`gur server start` runs one server that later commands use, `stop` stops it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TEXT = "The quick brown fox number {i} jumps over the lazy dog. The quick brown fox number {i} runs past the lazy dog."
+
+
+def tiny_corpus(path: Path) -> Path:
+    lines = [json.dumps({"id": i, "title": f"Doc {i}", "text": TEXT.format(i=i)}) for i in range(6)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def gur(tmp_path: Path, *argv: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    env.pop("PREFECT_API_URL", None)
+    cmd = [sys.executable, "-m", "gur_cli", *argv]
+    return subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 400) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out
+    return out
+
+
+@pytest.mark.slow
+def test_two_first_runs_at_once_on_a_fresh_prefect_home_both_succeed(tmp_path):
+    corpus = tiny_corpus(tmp_path / "tiny.jsonl")
+    runs = [gur(tmp_path, "--root", f"r{n}", "build-pairs", str(corpus), "--workers", "1") for n in (1, 2)]
+    for proc in runs:
+        assert "rows_out=" in finish(proc)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_gur_server_start_is_used_by_later_commands(tmp_path):
+    port = free_port()
+    try:
+        started = finish(gur(tmp_path, "server", "start", "--port", str(port)))
+        assert f"API http://127.0.0.1:{port}/api" in started
+        assert "already running" in finish(gur(tmp_path, "server", "start", "--port", str(port)))
+        assert f"127.0.0.1:{port}/api" in finish(gur(tmp_path, "server", "status"))
+        out = finish(gur(tmp_path, "--root", "r", "build-pairs", str(tiny_corpus(tmp_path / "tiny.jsonl"))))
+        assert "rows_out=" in out and "temporary server" not in out
+    finally:
+        stopped = finish(gur(tmp_path, "server", "stop"))
+    assert "stopped the Prefect server" in stopped
+    status = gur(tmp_path, "server", "status")
+    assert "no server started by gur" in status.communicate(timeout=60)[0] and status.returncode == 3
