@@ -1,8 +1,25 @@
-"""`catalog.duckdb`: one view per table over the latest complete output of its stage.
+"""`catalog.duckdb`: DuckDB views over the complete stage outputs of a data root.
+
+One schema per build, so the tables of one build always come from the same run:
+
+- a build-pairs run (a `shuffle` output and the `pair`, `split`, `ingest` outputs it was made
+  from) is schema `<source>_<shuffle fingerprint[:8]>` with `documents`, `rejects`, `sentences`,
+  `pairs`, `shards`, `shards_short`, `shards_long`;
+- a mine-keywords run is schema `<source>_kw_<keywords fingerprint[:8]>` with `keywords`,
+  `topics`, `topic_sweep` and the `documents`, `rejects` (and `sentences`) they were mined from.
+
+`main` (what an unqualified name reads) holds the same views for one build and one keywords
+run: those the latest flow run used, else the ones `main` showed before, else the newest.
+A build without shards never becomes `main`'s build while one with shards exists.
+`metrics` is every evaluation ever run on the root, `metrics_latest` the newest value per
+model x dataset x task x metric x k; other tables (`train_metrics`, `promotions`) follow the
+newest output. The table `builds` lists the schemas; `catalog_views` the files behind each view.
 
 Writers take `<root>/.catalog.lock` (an exclusive `flock`) first, so two runs finishing on one
-data root update the views one after the other and the last run's views win; a DuckDB lock held
-by someone else (an open read-write `duckdb` session) is retried until the same deadline.
+data root update the views one after the other; a DuckDB lock held by someone else (an open
+read-write `duckdb` session) is retried until the same deadline. The catalog holds nothing but
+views and these two small tables, so a file DuckDB cannot read (written by another DuckDB
+version) is rebuilt from the manifests.
 """
 
 from __future__ import annotations
@@ -10,9 +27,12 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from glob import glob as expand
 from pathlib import Path
 
 import duckdb
@@ -22,10 +42,51 @@ from storage.layout import CATALOG, MANIFEST
 log = logging.getLogger(__name__)
 LOCK = ".catalog.lock"
 WAIT_S = 120.0  # how long a writer waits for the catalog before giving up with a clear message
+BUILD_TABLES = ("documents", "rejects", "sentences", "pairs", "shards", "shards_short", "shards_long")
+KEYWORD_TABLES = ("keywords", "topics", "topic_sweep")
+HEADS = {"shuffle": "build", "keywords": "keywords"}  # the stage that ends a build, and the kind of build
+HEAD_ROWS = {"shuffle": "rows_out", "keywords": "keywords"}  # the manifest row count that makes a build non-empty
+UNION_TABLES = ("metrics",)  # every output's rows (duplicates across reports once), not the newest output's
+METRICS_KEY = ("model", "dataset", "task", "metric", "k")
+DERIVED = {
+    "metrics_latest": f"SELECT * FROM metrics QUALIFY row_number() OVER "
+    f"(PARTITION BY {', '.join(METRICS_KEY)} ORDER BY created_at DESC) = 1"
+}
 
 
 class CatalogBusyError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class Build:
+    """The outputs behind one schema: a head output (`shuffle` or `keywords`) and its upstream."""
+
+    kind: str  # "build" (build-pairs) or "keywords" (mine-keywords)
+    schema: str
+    output: str  # the head's `<stage>/<fingerprint>`
+    source: str  # the ingest's input path
+    rows: int  # shards (build) or keyword rows: 0 is an empty build
+    finished_at: float
+    tables: dict[str, list[Path]] = field(default_factory=dict)  # view name -> absolute Parquet globs
+
+
+@dataclass
+class CatalogPlan:
+    """What `refresh_catalog` writes: the per-build schemas and `main`'s view name -> globs."""
+
+    builds: list[Build]
+    main: dict[str, list[Path]]
+    main_builds: dict[str, str]  # kind -> output shown in `main`
+
+    def tables(self, build: str | None = None) -> dict[str, list[Path]]:
+        """View name -> globs of `main` (`build=None`) or of the schema named `build`."""
+        if build is None or build == "main":
+            return self.main
+        for b in self.builds:
+            if b.schema == build:
+                return b.tables
+        raise KeyError(f"no build {build!r} in the catalog (known: {', '.join(b.schema for b in self.builds)})")
 
 
 @contextmanager
@@ -50,12 +111,22 @@ def catalog_lock(root: Path, wait_s: float = WAIT_S) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _unreadable_version(exc: Exception) -> bool:
+    return "version number" in str(exc) or "newer version of duckdb" in str(exc).lower()
+
+
 def _connect_for_writing(path: Path, deadline: float) -> duckdb.DuckDBPyConnection:
-    """DuckDB refuses a second writer process; wait for it (an open CLI session) until the deadline."""
+    """DuckDB refuses a second writer process; wait for it (an open CLI session) until the deadline.
+    A catalog file of another DuckDB storage version is deleted and rebuilt (it holds only views)."""
     while True:
         try:
             return duckdb.connect(str(path))
         except duckdb.IOException as exc:
+            if _unreadable_version(exc):
+                log.warning("%s: %s; rebuilding it", path, str(exc).splitlines()[0])
+                path.unlink()
+                path.with_name(path.name + ".wal").unlink(missing_ok=True)
+                continue
             if "lock" not in str(exc).lower() or time.monotonic() > deadline:
                 raise CatalogBusyError(f"{path}: {str(exc).splitlines()[0]}") from None
             time.sleep(0.5)
@@ -69,49 +140,227 @@ def _manifest(path: Path) -> dict | None:
         return None
 
 
+def _manifests(root: Path) -> dict[Path, dict]:
+    """Every complete output's folder -> its manifest."""
+    found = {}
+    for path in sorted(root.glob(f"*/*/{MANIFEST}")):
+        manifest = _manifest(path)
+        if manifest is not None:
+            found[path.parent] = manifest
+    return found
+
+
+def _globs(folder: Path, manifest: dict) -> dict[str, Path]:
+    return {table: folder / pattern for table, pattern in manifest.get("tables", {}).items()}
+
+
 def latest_tables(root: Path, current: list[Path] = ()) -> dict[str, Path]:
     """Map table name -> absolute Parquet glob of the newest complete stage that writes it.
 
-    `current`: stage folders a flow run just used; their tables win over newer ones, so a
-    cached rerun on one corpus shows that corpus even when another was built after it.
+    `current`: stage folders a flow run just used; their tables win over newer ones.
     """
     best: dict[str, tuple[float, Path]] = {}
-    for manifest_path in sorted(root.glob(f"*/*/{MANIFEST}")):
-        manifest = _manifest(manifest_path)
-        if manifest is None:
-            continue
+    for folder, manifest in _manifests(root).items():
         finished = float(manifest.get("finished_at", 0.0))
-        for table, pattern in manifest.get("tables", {}).items():
+        for table, glob in _globs(folder, manifest).items():
             if table not in best or finished >= best[table][0]:
-                best[table] = (finished, manifest_path.parent / pattern)
+                best[table] = (finished, glob)
     for folder in current:
         manifest = _manifest(folder / MANIFEST) if (folder / MANIFEST).exists() else None
-        for table, pattern in (manifest or {}).get("tables", {}).items():
-            best[table] = (float("inf"), folder / pattern)
+        for table, glob in _globs(folder, manifest or {}).items():
+            best[table] = (float("inf"), glob)
     return {table: glob for table, (_, glob) in sorted(best.items())}
 
 
-def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S) -> dict[str, Path]:
-    """(Re)create the views under the catalog lock; returns what each view points at.
+def schema_name(source: str, kind: str, fingerprint: str) -> str:
+    """`wiki_sample_1a2b3c4d` / `so_kw_5e6f7a8b`: a plain SQL identifier from the input's name."""
+    name = re.sub(r"[^a-z0-9]+", "_", Path(source).name.split(".")[0].lower()).strip("_")[:32] or "corpus"
+    if name[0].isdigit():
+        name = "c_" + name
+    return f"{name}{'_kw' if kind == 'keywords' else ''}_{fingerprint[:8]}"
+
+
+def find_builds(root: Path, manifests: dict[Path, dict] | None = None) -> list[Build]:
+    """Every complete build: a head output whose upstream outputs are all complete, oldest first."""
+    manifests = _manifests(root) if manifests is None else manifests
+    builds = []
+    for folder, manifest in manifests.items():
+        stage = folder.parent.name
+        if stage not in HEADS:
+            continue
+        chain, tables, current = [folder], {}, manifest
+        while current.get("upstream"):
+            upstream = root / current["upstream"][0]["path"]
+            current = manifests.get(upstream)
+            if current is None:
+                break
+            chain.append(upstream)
+        if current is None:
+            continue  # an upstream output was deleted or is damaged: not a build any more
+        for part in reversed(chain):
+            tables.update({t: [g] for t, g in _globs(part, manifests[part]).items()})
+        head_source = manifests[chain[-1]].get("inputs", {}).get("path", "")
+        builds.append(
+            Build(
+                kind=HEADS[stage],
+                schema=schema_name(head_source or "corpus", HEADS[stage], folder.name),
+                output=f"{stage}/{folder.name}",
+                source=head_source,
+                rows=int(manifest.get("rows", {}).get(HEAD_ROWS[stage], 0)),
+                finished_at=float(manifest.get("finished_at", 0.0)),
+                tables=tables,
+            )
+        )
+    return sorted(builds, key=lambda b: (b.finished_at, b.output))
+
+
+def _pick(builds: list[Build], current: list[str], previous: str | None) -> Build | None:
+    """The build `main` shows: the current run's (when not empty), else the previous one, else the
+    newest non-empty one, else the newest."""
+    by_output = {b.output: b for b in builds}
+    for output in current:
+        if output in by_output and by_output[output].rows > 0:
+            return by_output[output]
+    if previous in by_output and by_output[previous].rows > 0:
+        return by_output[previous]
+    non_empty = [b for b in builds if b.rows > 0]
+    return (non_empty or builds or [None])[-1]
+
+
+def plan_catalog(root: Path, current: list[Path] = (), previous: dict[str, str] | None = None) -> CatalogPlan:
+    """Which files every view reads. `current`: the stage folders the latest flow run used;
+    `previous`: kind -> output `main` showed before (from the catalog's `builds` table)."""
+    manifests = _manifests(root)
+    builds = find_builds(root, manifests)
+    current_outputs = [f"{folder.parent.name}/{folder.name}" for folder in current]
+    main: dict[str, list[Path]] = {}
+    for table, glob in latest_tables(root, current).items():
+        if table not in BUILD_TABLES + KEYWORD_TABLES + UNION_TABLES:
+            main[table] = [glob]
+    for table in UNION_TABLES:
+        globs = [g for folder, m in manifests.items() for t, g in _globs(folder, m).items() if t == table]
+        if globs:
+            main[table] = globs
+    shown: dict[str, str] = {}
+    for kind, names in (("keywords", KEYWORD_TABLES), ("build", BUILD_TABLES)):
+        chosen = _pick([b for b in builds if b.kind == kind], current_outputs, (previous or {}).get(kind))
+        if chosen is not None:
+            shown[kind] = chosen.output
+            # A keywords run lends its documents to `main` only while there is no build-pairs run.
+            main.update({t: g for t, g in chosen.tables.items() if t in names or t not in main})
+    return CatalogPlan(builds=builds, main=dict(sorted(main.items())), main_builds=shown)
+
+
+def _files_exist(globs: list[Path]) -> bool:
+    return any(expand(str(g)) for g in globs)
+
+
+def _select(table: str, globs: list[Path]) -> str:
+    paths = ", ".join("'" + str(g).replace("'", "''") + "'" for g in globs)
+    source = f"read_parquet([{paths}], union_by_name = true)" if len(globs) > 1 else f"read_parquet({paths})"
+    return f"SELECT {'DISTINCT ' if table in UNION_TABLES else ''}* FROM {source}"
+
+
+def _previous_main(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, str], list[str]]:
+    """(kind -> output `main` showed, schemas this module created) from an existing catalog."""
+    try:
+        rows = con.execute('SELECT kind, output, "schema", in_main FROM builds').fetchall()
+    except duckdb.Error:
+        return {}, []
+    return {kind: output for kind, output, _, in_main in rows if in_main}, [row[2] for row in rows]
+
+
+def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan, old_schemas: list[str]) -> None:
+    con.execute("BEGIN TRANSACTION")
+    for schema in old_schemas:
+        con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    files = []
+    views = [(b.schema, t, g) for b in plan.builds for t, g in b.tables.items()]
+    for schema, table, globs in views + [("main", t, g) for t, g in plan.main.items()]:
+        if not _files_exist(globs):
+            log.warning("catalog: no files for %s.%s (%s)", schema, table, globs[0])
+            continue
+        if schema != "main":
+            con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        con.execute(f'CREATE OR REPLACE VIEW "{schema}"."{table}" AS {_select(table, globs)}')
+        files.append((schema, table, [str(g) for g in globs], table in UNION_TABLES))
+    for name, sql in DERIVED.items():
+        if "metrics" in plan.main:
+            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
+    con.execute(
+        'CREATE OR REPLACE TABLE catalog_views ("schema" VARCHAR, view_name VARCHAR, files VARCHAR[], dedup BOOLEAN)'
+    )
+    if files:
+        con.executemany("INSERT INTO catalog_views VALUES (?, ?, ?, ?)", files)
+    con.execute(
+        'CREATE OR REPLACE TABLE builds ("schema" VARCHAR, kind VARCHAR, in_main BOOLEAN, source VARCHAR, '
+        '"rows" BIGINT, output VARCHAR, finished_at TIMESTAMPTZ)'
+    )
+    rows = [
+        (b.schema, b.kind, plan.main_builds.get(b.kind) == b.output, b.source, b.rows, b.output, b.finished_at)
+        for b in plan.builds
+    ]
+    if rows:
+        con.executemany("INSERT INTO builds VALUES (?, ?, ?, ?, ?, ?, to_timestamp(?))", rows)
+    con.execute("COMMIT")
+
+
+def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S) -> CatalogPlan:
+    """(Re)create the schemas and views under the catalog lock; returns what they read.
 
     Views hold absolute paths (DuckDB resolves relative ones against the reader's working
     directory), so a moved data root needs `gur catalog --refresh`.
     """
     deadline = time.monotonic() + wait_s
     with catalog_lock(root, wait_s):
-        tables = latest_tables(root, current)  # read under the lock: the newest runs are seen
         con = _connect_for_writing(root / CATALOG, deadline)
         try:
-            for table, glob in tables.items():
-                path = str(glob).replace("'", "''")
-                con.execute(f"CREATE OR REPLACE VIEW \"{table}\" AS SELECT * FROM read_parquet('{path}')")
+            previous, old_schemas = _previous_main(con)
+            plan = plan_catalog(root, current, previous)  # read under the lock: the newest runs are seen
+            _write(con, plan, old_schemas)
         finally:
             con.close()
-    return tables
+    return plan
 
 
 def connect_catalog(root: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
     path = root / CATALOG
     if not path.exists():
         raise FileNotFoundError(f"no catalog at {path}: run a flow first (e.g. `gur demo`)")
-    return duckdb.connect(str(path), read_only=read_only)
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        if _unreadable_version(exc):
+            raise RuntimeError(
+                f"{path} was written by another DuckDB version: run `gur catalog --refresh` to rebuild it"
+            ) from None
+        raise
+
+
+def list_views(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, str]]:
+    """(view, rows, definition) for `gur catalog`: `main`'s views by name, then each build's as `schema.view`."""
+    views = con.execute(
+        "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal "
+        "ORDER BY schema_name <> 'main', schema_name, view_name"
+    ).fetchall()
+    rows = []
+    for schema, name, sql in views:
+        count = con.execute(f'SELECT count(*) FROM "{schema}"."{name}"').fetchone()[0]
+        rows.append((name if schema == "main" else f"{schema}.{name}", count, sql))
+    return rows
+
+
+def catalog_files(root: Path, name: str, build: str | None = None) -> tuple[list[str], bool]:
+    """(Parquet globs, dedup) behind the view `name` of `main` or of schema `build`, as the catalog records them."""
+    con = connect_catalog(root)
+    try:
+        row = con.execute(
+            'SELECT files, dedup FROM catalog_views WHERE "schema" = ? AND view_name = ?', [build or "main", name]
+        ).fetchone()
+        if row is None:
+            known = con.execute("""SELECT DISTINCT "schema" || '.' || view_name FROM catalog_views ORDER BY 1""")
+            names = ", ".join(k for (k,) in known.fetchall())
+            raise KeyError(f"no view {name!r} in {build or 'main'} (known: {names})")
+    finally:
+        con.close()
+    return list(row[0]), bool(row[1])

@@ -56,15 +56,39 @@ LATEST_HINTS = {
 }
 
 
+# The manifest row count that says whether an output holds anything (an empty corpus gives empty shards).
+OUTPUT_ROWS = {
+    "ingest": "documents",
+    "split": "sentences",
+    "pair": "pairs",
+    "shuffle": "rows_out",
+    "keywords": "keywords",
+}
+
+
+def output_rows(manifest: dict[str, Any]) -> int | None:
+    """The output's row count (None where the stage has no such count)."""
+    key = OUTPUT_ROWS.get(manifest.get("stage", ""))
+    rows = manifest.get("rows", {})
+    return int(rows[key]) if key in rows else None
+
+
 def latest_ref(root: Path, stage: str) -> dict[str, str]:
-    """The newest complete output of `stage` under the data root (by the manifest's finish time)."""
+    """The newest complete output of `stage` under the data root (by the manifest's finish time) that
+    has rows: a build from an empty folder never becomes the default input of the next step."""
     best: tuple[float, str] | None = None
+    empty = 0
     for path in (root / stage).glob(f"*/{MANIFEST}"):
-        finished = float(json.loads(path.read_text(encoding="utf-8")).get("finished_at", 0.0))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        if output_rows(manifest) == 0:
+            empty += 1
+            continue
+        finished = float(manifest.get("finished_at", 0.0))
         if best is None or finished > best[0]:
             best = (finished, path.parent.name)
     if best is None:
-        raise FileNotFoundError(f"no complete {stage!r} output under {root}{LATEST_HINTS.get(stage, '')}")
+        what = f"no complete {stage!r} output with rows" if empty else f"no complete {stage!r} output"
+        raise FileNotFoundError(f"{what} under {root}{LATEST_HINTS.get(stage, '')}")
     return stage_ref(stage, best[1])
 
 

@@ -1,4 +1,4 @@
-"""The `update-catalog` Prefect task: point the DuckDB views at the newest complete outputs."""
+"""The `update-catalog` Prefect task: point the DuckDB views at the complete outputs, one schema per build."""
 
 from __future__ import annotations
 
@@ -14,14 +14,28 @@ from storage.stage_output import ref_dir
 @task(name="update-catalog", cache_policy=NO_CACHE)
 def update_catalog(root: str, current: list[dict[str, str]] | None = None) -> dict[str, str]:
     """A side effect on `catalog.duckdb`, so never cached. `current`: the stage refs this flow
-    run produced or reused; their tables win over newer outputs of other runs."""
+    run produced or reused; their build becomes `main`'s unless it has no rows."""
     base = data_root(root)
     logger = current_logger(__name__)
     try:
-        tables = refresh_catalog(base, [ref_dir(base, ref) for ref in current or ()])
+        plan = refresh_catalog(base, [ref_dir(base, ref) for ref in current or ()])
     except Exception as exc:  # the stages succeeded; the catalog is a view over them, rebuilt on demand
         logger.warning("catalog not updated (%s); the stage outputs are complete: run `gur catalog --refresh`", exc)
         return {}
-    for name, glob in tables.items():
-        logger.info("catalog view %s -> %s", name, glob)
-    return {name: str(glob) for name, glob in tables.items()}
+    paths = {ref["path"] for ref in current or ()}
+    for build in plan.builds:
+        if build.output not in paths:
+            continue
+        shown = plan.main_builds.get(build.kind)
+        if shown == build.output:
+            logger.info("catalog: this run's tables are in `main` and in schema %s", build.schema)
+        else:
+            logger.warning(
+                "catalog: %s has no rows, so `main` still shows %s; this run's tables are in schema %s",
+                build.output,
+                shown,
+                build.schema,
+            )
+    for name, globs in plan.main.items():
+        logger.info("catalog view %s -> %s", name, ", ".join(map(str, globs)))
+    return {name: str(globs[0]) for name, globs in plan.main.items()}

@@ -1,0 +1,234 @@
+"""The catalog per build: `main` consistent across runs of other corpora, every build queryable by its
+schema, empty builds never the default, every evaluation in `metrics`, polars frames over the same
+files, and the pinned DuckDB CLI opening the catalog."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from gur_cli import main as gur_main
+from storage.catalog import refresh_catalog
+from storage.manifest import write_manifest
+from storage.open_table import open_table
+from storage.shards import write_shard
+from storage.stage_output import latest_ref
+from tests.test_build_pairs_flow import DOCS
+
+QUESTIONS = [
+    "how to sort a list in python",
+    "python list sort by key",
+    "sort python dictionary by value",
+    "java string to int conversion",
+    "convert string to int in java",
+    "java int parse string",
+    "git undo last commit",
+    "git revert a pushed commit",
+    "undo git add before commit",
+]
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    path = tmp_path / "wiki.jsonl"
+    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def questions(tmp_path):
+    path = tmp_path / "questions.jsonl"
+    rows = [{"id": i, "text": q} for i, q in enumerate(QUESTIONS)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def query(root: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(root / "catalog.duckdb"), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def builds(root: Path) -> dict[str, tuple]:
+    return {
+        schema: (kind, in_main, rows)
+        for schema, kind, in_main, rows in query(root, 'SELECT "schema", kind, in_main, "rows" FROM builds')
+    }
+
+
+def same_rows(root: Path, view: str, build: str | None = None) -> int:
+    """The polars frame and the DuckDB view hold the same rows; returns how many."""
+    qualified = f'"{build}"."{view}"' if build else f'"{view}"'
+    with duckdb.connect(str(root / "catalog.duckdb"), read_only=True) as con:
+        expected = con.execute(f"SELECT * FROM {qualified}").arrow().read_all().to_pylist()
+    got = open_table(view, root, build).collect().to_arrow().to_pylist()
+
+    def key(row):
+        return json.dumps(row, sort_keys=True, default=str)
+
+    assert sorted(map(key, got)) == sorted(map(key, expected)), view
+    return len(got)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_main_keeps_one_build_while_another_corpus_is_mined(tmp_path, corpus, questions):
+    from flows.build_pairs import build_pairs
+    from flows.mine_keywords import mine_keywords
+
+    root = tmp_path / "data"
+    built = build_pairs(input_path=str(corpus), root=str(root), workers=1)
+    mined = mine_keywords(input_path=str(questions), k=3, n_iters=5, root=str(root))
+    found = builds(root)
+    build_schema = next(s for s, (kind, _, _) in found.items() if kind == "build")
+    kw_schema = next(s for s, (kind, _, _) in found.items() if kind == "keywords")
+    assert build_schema == f"wiki_{built['shards']['fingerprint'][:8]}"
+    assert kw_schema == f"questions_kw_{mined['fingerprint'][:8]}"
+    assert found[build_schema] == ("build", True, 3) and found[kw_schema] == ("keywords", True, len(QUESTIONS))
+
+    # main: documents, sentences and pairs all still from the wiki build, so joins find their rows
+    assert query(root, "SELECT count(*) FROM documents") == [(2,)]
+    joined = "SELECT count(*) FROM pairs JOIN sentences s ON s.doc_id = pairs.doc_id AND s.sent_id = a_sent_id"
+    assert query(root, joined) == [(3,)]
+    assert query(root, "SELECT count(*) FROM pairs JOIN documents USING (doc_id)") == [(3,)]
+    # the keywords join the documents they were mined from, in their own schema
+    assert query(root, f"SELECT count(*) FROM keywords JOIN {kw_schema}.documents USING (doc_id)") == [
+        (len(QUESTIONS),)
+    ]
+    assert query(root, f"SELECT count(*) FROM {kw_schema}.keywords") == [(len(QUESTIONS),)]
+    assert query(root, f"SELECT count(*) FROM {build_schema}.shards") == [(3,)]
+
+    for view in ("documents", "rejects", "sentences", "pairs", "shards", "shards_short", "keywords", "topics"):
+        assert same_rows(root, view) > 0
+    assert same_rows(root, "documents", kw_schema) == len(QUESTIONS)
+    with pytest.raises(KeyError, match="known: "):
+        open_table("no_such_view", root)
+
+    out = io.StringIO()  # not capsys: Prefect's log handler would keep its stream after the test
+    with contextlib.redirect_stdout(out):
+        assert gur_main(["--root", str(root), "catalog"]) == 0
+    listed = {line.split()[0]: line.split()[1] for line in out.getvalue().splitlines()[3:-1]}
+    assert listed["documents"] == "2" and listed[f"{kw_schema}.documents"] == str(len(QUESTIONS))
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_an_empty_build_is_queryable_but_never_the_default(tmp_path, corpus):
+    from flows.build_pairs import build_pairs
+
+    root = tmp_path / "data"
+    good = build_pairs(input_path=str(corpus), root=str(root), workers=1)
+    empty_dir = tmp_path / "empty"
+    empty_dir.mkdir()
+    empty = build_pairs(input_path=str(empty_dir), format="textdir", root=str(root), workers=1, allow_empty=True)
+    assert empty["shards"] != good["shards"]
+    found = builds(root)
+    assert sorted(found.values()) == [("build", False, 0), ("build", True, 3)]
+    assert query(root, "SELECT count(*) FROM documents") == [(2,)]
+    assert query(root, "SELECT count(*) FROM shards") == [(3,)]
+    assert latest_ref(root, "shuffle") == good["shards"]  # what `gur train` reads by default
+
+    # A corpus with documents but no pairs is empty for training too.
+    lonely = tmp_path / "lonely.jsonl"
+    lonely.write_text(json.dumps({"id": 9, "text": "One lonely document."}) + "\n", encoding="utf-8")
+    build_pairs(input_path=str(lonely), root=str(root), workers=1)
+    assert query(root, "SELECT count(*) FROM documents") == [(2,)]
+    lonely_schema = next(s for s in builds(root) if s.startswith("lonely_"))
+    assert query(root, f"SELECT count(*) FROM {lonely_schema}.documents") == [(1,)]
+    assert latest_ref(root, "shuffle") == good["shards"]
+
+
+def test_latest_ref_skips_outputs_without_rows(tmp_path):
+    for fp, finished, rows in (("full", 1.0, 5), ("empty", 2.0, 0)):
+        write_manifest(
+            tmp_path / "shuffle" / fp, {"stage": "shuffle", "finished_at": finished, "rows": {"rows_out": rows}}
+        )
+    assert latest_ref(tmp_path, "shuffle")["fingerprint"] == "full"
+    shutil.rmtree(tmp_path / "shuffle" / "full")
+    with pytest.raises(FileNotFoundError, match="no complete 'shuffle' output with rows"):
+        latest_ref(tmp_path, "shuffle")
+
+
+def _evaluation(root: Path, fp: str, finished: float, rows: list[tuple]) -> None:
+    out = root / "evaluate" / fp
+    table = pa.Table.from_pylist(
+        [
+            {"model": m, "dataset": "so", "task": "qr", "metric": "precision", "k": 1, "value": v, "created_at": t}
+            for m, v, t in rows
+        ]
+    )
+    write_shard(out, 0, table)
+    write_manifest(out, {"stage": "evaluate", "finished_at": finished, "tables": {"metrics": "part-*.parquet"}})
+
+
+def test_metrics_hold_every_evaluation_and_metrics_latest_the_newest(tmp_path):
+    day1, day2 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+    _evaluation(tmp_path, "monday", 1.0, [("bm25", 0.5, day1), ("model-a", 0.6, day1)])
+    # Tuesday: a new model next to bm25's unit reused from Monday (the same row) and a re-run of model-a.
+    _evaluation(tmp_path, "tuesday", 2.0, [("bm25", 0.5, day1), ("model-b", 0.7, day2), ("model-a", 0.65, day2)])
+    refresh_catalog(tmp_path)
+    all_rows = "SELECT model, value FROM metrics ORDER BY model, value"
+    assert query(tmp_path, all_rows) == [("bm25", 0.5), ("model-a", 0.6), ("model-a", 0.65), ("model-b", 0.7)]
+    latest = "SELECT model, value FROM metrics_latest ORDER BY model"
+    assert query(tmp_path, latest) == [("bm25", 0.5), ("model-a", 0.65), ("model-b", 0.7)]
+    assert same_rows(tmp_path, "metrics") == 4
+    assert same_rows(tmp_path, "metrics_latest") == 3
+
+
+def test_a_catalog_from_another_duckdb_version_is_rebuilt(tmp_path, monkeypatch):
+    import storage.catalog as catalog
+
+    _evaluation(tmp_path, "monday", 1.0, [("bm25", 0.5, datetime(2026, 1, 1, tzinfo=UTC))])
+    (tmp_path / "catalog.duckdb").write_bytes(b"written by DuckDB 2.0")
+    connect, calls = duckdb.connect, []
+
+    def newer_file(path, *args, **kwargs):  # what DuckDB 1.5 says about a 2.x file, once
+        calls.append(path)
+        if len(calls) == 1:
+            raise duckdb.IOException(
+                "IO Error: Trying to read a database file with version number 69, "
+                "but we can only read versions between 64 and 68."
+            )
+        return connect(path, *args, **kwargs)
+
+    monkeypatch.setattr(catalog.duckdb, "connect", newer_file)
+    refresh_catalog(tmp_path)
+    monkeypatch.undo()
+    assert len(calls) == 2
+    assert query(tmp_path, "SELECT count(*) FROM metrics") == [(1,)]
+
+
+def duckdb_cli() -> Path:
+    found = Path(sys.executable).parent / "duckdb"
+    if not found.exists():
+        found = Path(shutil.which("duckdb") or found)
+    if not found.exists():
+        pytest.skip("the DuckDB CLI is not installed (pip install -e '.[cli]')")
+    return found
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_duckdb_cli_opens_the_catalog(tmp_path, corpus):
+    from flows.build_pairs import build_pairs
+
+    cli = duckdb_cli()
+    version = subprocess.run([str(cli), "--version"], capture_output=True, text=True, check=True).stdout
+    assert version.startswith(f"v{duckdb.__version__} "), (version, duckdb.__version__)
+    root = tmp_path / "data"
+    build_pairs(input_path=str(corpus), root=str(root), workers=1)
+    sql = "SELECT reason, count(*) AS n FROM rejects GROUP BY reason; SELECT count(*) AS n FROM builds;"
+    done = subprocess.run(
+        [str(cli), "-readonly", "-csv", str(root / "catalog.duckdb"), "-c", sql],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["reason,n", "empty_text,1", "n", "1"]
