@@ -173,7 +173,7 @@ def latest_tables(root: Path, current: list[Path] = ()) -> dict[str, Path]:
 
 
 def schema_name(source: str, kind: str, fingerprint: str) -> str:
-    """`wiki_sample_1a2b3c4d` / `so_kw_5e6f7a8b`: a plain SQL identifier from the input's name."""
+    """`wiki_1a2b3c4d` / `questions_kw_5e6f7a8b`: a plain SQL identifier from the source name or input path."""
     name = re.sub(r"[^a-z0-9]+", "_", Path(source).name.split(".")[0].lower()).strip("_")[:32] or "corpus"
     if name[0].isdigit():
         name = "c_" + name
@@ -199,11 +199,13 @@ def find_builds(root: Path, manifests: dict[Path, dict] | None = None) -> list[B
             continue  # an upstream output was deleted or is damaged: not a build any more
         for part in reversed(chain):
             tables.update({t: [g] for t, g in _globs(part, manifests[part]).items()})
-        head_source = manifests[chain[-1]].get("inputs", {}).get("path", "")
+        ingest = manifests[chain[-1]]
+        head_source = ingest.get("inputs", {}).get("path", "")
+        name = (ingest.get("config") or {}).get("source_name") or head_source  # the documents' `source`
         builds.append(
             Build(
                 kind=HEADS[stage],
-                schema=schema_name(head_source or "corpus", HEADS[stage], folder.name),
+                schema=schema_name(name or "corpus", HEADS[stage], folder.name),
                 output=f"{stage}/{folder.name}",
                 source=head_source,
                 rows=int(manifest.get("rows", {}).get(HEAD_ROWS[stage], 0)),
