@@ -43,7 +43,9 @@ class QuestionRetrievalConfig:
     """Question retrieval as in TFCSG: every question queries all the others, relevant = same label.
 
     `max_queries` > 0 samples that many queries (seeded) against the full collection; 0 uses all.
-    MAP and MRR are over the full ranking of the other questions.
+    MAP and MRR are over the full ranking of the other questions, so every question is encoded
+    whatever `max_queries` is (it saves the scoring, not the encoding); a smaller collection is
+    `DatasetSpec.limit` (`--limit`), which changes what is measured.
     """
 
     max_queries: int = 0
