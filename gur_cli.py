@@ -1012,6 +1012,18 @@ def error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {one_line(exc)} (GUR_DEBUG=1 shows the traceback)"
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM stops a flow command the way Ctrl-C does: the running task is interrupted (the trainer finishes
+    its step and saves a checkpoint), Prefect marks the runs Crashed, the ephemeral server is stopped at exit.
+    While a flow runs Prefect's own handler is in front of this one, and hands the signal on to it."""
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 PREFECT_COMMANDS = (cmd_demo, cmd_build_pairs, cmd_mine_keywords, cmd_train, cmd_evaluate, cmd_serve, cmd_nightly)
 
 
@@ -1021,11 +1033,15 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "check", None):
             args.check(args)
         if args.func in PREFECT_COMMANDS:
-            use_running_server()  # before Prefect is imported: a wrong path or column is one line in a second
+            use_running_server()
+            stop_on_sigterm()  # before Prefect is imported: a wrong path or column is one line in a second
         return args.func(args)
-    except KeyboardInterrupt:
-        print("gur: interrupted; rerun the same command to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(
+            "gur: stopped; rerun the same command to resume (finished stages and the last checkpoint are kept)",
+            file=sys.stderr,
+        )
+        return 143 if "SIGTERM" in exc.args else 130
     except Exception as exc:
         if os.environ.get("GUR_DEBUG") == "1":
             raise

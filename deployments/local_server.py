@@ -96,8 +96,42 @@ def start_ephemeral(home: Path) -> None:
     reuses it (it is a per-process singleton) and stops it when the process exits."""
     from prefect.server.api.server import SubprocessASGIServer
 
-    with start_lock(home):
+    with start_lock(home), server_in_own_session():
         SubprocessASGIServer().start()
+
+
+def _die_with_parent() -> None:  # runs in the forked child, before exec
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: SIGTERM when the gur process is gone, even after kill -9
+
+
+_LIBC = None
+if sys.platform.startswith("linux"):
+    import ctypes
+    import ctypes.util
+
+    _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+@contextmanager
+def server_in_own_session() -> Iterator[None]:
+    """While Prefect starts its ephemeral server: the server gets its own session, so a terminal's Ctrl-C
+    reaches gur (which reports its runs Crashed through the server, then stops it) and not the server first;
+    on Linux it also gets SIGTERM when gur dies, so a killed gur leaves no server behind."""
+    import types
+
+    import prefect.server.api.server as server_module
+
+    real = server_module.subprocess
+
+    def popen(*args, **kwargs):
+        return real.Popen(*args, start_new_session=True, preexec_fn=_die_with_parent, **kwargs)
+
+    server_module.subprocess = types.SimpleNamespace(**{**vars(real), "Popen": popen})
+    try:
+        yield
+    finally:
+        server_module.subprocess = real
 
 
 def port_free(host: str, port: int) -> bool:

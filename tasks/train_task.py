@@ -120,7 +120,7 @@ def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dic
     with subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         try:
             follow(proc.stdout)
-        except KeyboardInterrupt:
+        except BaseException:  # Ctrl-C, or Prefect's TerminationSignal for a SIGTERM to gur
             # Ctrl-C reached the trainer too: it finishes its step and saves a checkpoint. Keep
             # reading its output until it has (a second Ctrl-C leaves it to finish on its own).
             logger.warning("train: interrupted; waiting for the trainer to save a checkpoint")
