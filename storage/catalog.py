@@ -13,7 +13,9 @@ run: those the latest flow run used, else the ones `main` showed before, else th
 A build without shards never becomes `main`'s build while one with shards exists.
 `metrics` is every evaluation ever run on the root, `metrics_latest` the newest value per
 model x dataset x task x metric x k; other tables (`train_metrics`, `promotions`) follow the
-newest output. The table `builds` lists the schemas; `catalog_views` the files behind each view.
+newest output. Each schema (and `main`) has a `manifests` view: one row per stage output behind
+its views (rows, drops, timings, config as JSON). The table `builds` lists the schemas;
+`catalog_views` the Parquet files behind each view.
 
 Writers take `<root>/.catalog.lock` (an exclusive `flock`) first, so two runs finishing on one
 data root update the views one after the other; a DuckDB lock held by someone else (an open
@@ -48,6 +50,22 @@ HEADS = {"shuffle": "build", "keywords": "keywords"}  # the stage that ends a bu
 HEAD_ROWS = {"shuffle": "rows_out", "keywords": "keywords"}  # the manifest row count that makes a build non-empty
 UNION_TABLES = ("metrics",)  # every output's rows (duplicates across reports once), not the newest output's
 METRICS_KEY = ("model", "dataset", "task", "metric", "k")
+MANIFEST_COLUMNS = {  # the `manifests` view: one row per stage output of a build; nested fields stay JSON
+    "stage": "VARCHAR",
+    "fingerprint": "VARCHAR",
+    "code_version": "VARCHAR",
+    "config": "JSON",
+    "inputs": "JSON",
+    "rows": "JSON",
+    "drops": "JSON",
+    "timings": "JSON",
+    "coerced": "JSON",
+    "false_negatives": "JSON",
+    "stats": "JSON",
+    "rebuilt": "JSON",
+    "started_at": "DOUBLE",
+    "finished_at": "DOUBLE",
+}
 DERIVED = {
     "metrics_latest": f"SELECT * FROM metrics QUALIFY row_number() OVER "
     f"(PARTITION BY {', '.join(METRICS_KEY)} ORDER BY created_at DESC) = 1"
@@ -69,6 +87,7 @@ class Build:
     rows: int  # shards (build) or keyword rows: 0 is an empty build
     finished_at: float
     tables: dict[str, list[Path]] = field(default_factory=dict)  # view name -> absolute Parquet globs
+    manifests: tuple[Path, ...] = ()  # the `_manifest.json` of every output, upstream first
 
 
 @dataclass
@@ -78,6 +97,11 @@ class CatalogPlan:
     builds: list[Build]
     main: dict[str, list[Path]]
     main_builds: dict[str, str]  # kind -> output shown in `main`
+
+    @property
+    def main_manifests(self) -> tuple[Path, ...]:
+        shown = [b for b in self.builds if self.main_builds.get(b.kind) == b.output]
+        return tuple(dict.fromkeys(path for b in shown for path in b.manifests))
 
     def tables(self, build: str | None = None) -> dict[str, list[Path]]:
         """View name -> globs of `main` (`build=None`) or of the schema named `build`."""
@@ -211,6 +235,7 @@ def find_builds(root: Path, manifests: dict[Path, dict] | None = None) -> list[B
                 rows=int(manifest.get("rows", {}).get(HEAD_ROWS[stage], 0)),
                 finished_at=float(manifest.get("finished_at", 0.0)),
                 tables=tables,
+                manifests=tuple(part / MANIFEST for part in reversed(chain)),
             )
         )
     return sorted(builds, key=lambda b: (b.finished_at, b.output))
@@ -263,6 +288,12 @@ def _select(table: str, globs: list[Path]) -> str:
     return f"SELECT {'DISTINCT ' if table in UNION_TABLES else ''}* FROM {source}"
 
 
+def _select_manifests(paths: tuple[Path, ...]) -> str:
+    files = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
+    columns = ", ".join(f"'{name}': '{kind}'" for name, kind in MANIFEST_COLUMNS.items())
+    return f"SELECT * FROM read_json([{files}], format = 'auto', columns = {{{columns}}}, filename = true)"
+
+
 def _previous_main(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, str], list[str]]:
     """(kind -> output `main` showed, schemas this module created) from an existing catalog."""
     try:
@@ -286,6 +317,9 @@ def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan, old_schemas: list[
             con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         con.execute(f'CREATE OR REPLACE VIEW "{schema}"."{table}" AS {_select(table, globs)}')
         files.append((schema, table, [str(g) for g in globs], table in UNION_TABLES))
+    for schema, paths in [(b.schema, b.manifests) for b in plan.builds] + [("main", plan.main_manifests)]:
+        if paths:
+            con.execute(f'CREATE OR REPLACE VIEW "{schema}".manifests AS {_select_manifests(paths)}')
     for name, sql in DERIVED.items():
         if "metrics" in plan.main:
             con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')

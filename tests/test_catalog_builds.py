@@ -106,6 +106,14 @@ def test_main_keeps_one_build_while_another_corpus_is_mined(tmp_path, corpus, qu
     assert query(root, f"SELECT count(*) FROM {kw_schema}.keywords") == [(len(QUESTIONS),)]
     assert query(root, f"SELECT count(*) FROM {build_schema}.shards") == [(3,)]
 
+    stages = "SELECT stage, count(*) FROM {}manifests GROUP BY stage ORDER BY stage"
+    one_build = [("ingest", 1), ("pair", 1), ("shuffle", 1), ("split", 1)]
+    assert query(root, stages.format(f"{build_schema}.")) == one_build
+    both = [("ingest", 2), ("keywords", 1), ("pair", 1), ("shuffle", 1), ("split", 1)]  # main: the build + keywords
+    assert query(root, stages.format("")) == both
+    dedup = "SELECT rows->>'rows_out', false_negatives IS NOT NULL FROM manifests WHERE stage = 'shuffle'"
+    assert query(root, dedup) == [("3", True)]
+
     for view in ("documents", "rejects", "sentences", "pairs", "shards", "shards_short", "keywords", "topics"):
         assert same_rows(root, view) > 0
     assert same_rows(root, "documents", kw_schema) == len(QUESTIONS)
