@@ -18,10 +18,11 @@ its views (rows, drops, timings, config as JSON). The table `builds` lists the s
 `catalog_views` the Parquet files behind each view.
 
 Writers take `<root>/.catalog.lock` (an exclusive `flock`) first, so two runs finishing on one
-data root update the views one after the other; a DuckDB lock held by someone else (an open
-read-write `duckdb` session) is retried until the same deadline. The catalog holds nothing but
-views and these two small tables, so a file DuckDB cannot read (written by another DuckDB
-version) is rebuilt from the manifests.
+data root update the catalog one after the other. Every update rebuilds the whole file from the
+manifests and renames it into place: open read-only sessions do not block it, a file DuckDB
+cannot read (written by another DuckDB version) is simply replaced, and tables of your own
+belong in another database file (`ATTACH 'mine.duckdb'`). An open read-write session is waited
+for until the same deadline.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -139,21 +141,30 @@ def _unreadable_version(exc: Exception) -> bool:
     return "version number" in str(exc) or "newer version of duckdb" in str(exc).lower()
 
 
-def _connect_for_writing(path: Path, deadline: float) -> duckdb.DuckDBPyConnection:
-    """DuckDB refuses a second writer process; wait for it (an open CLI session) until the deadline.
-    A catalog file of another DuckDB storage version is deleted and rebuilt (it holds only views)."""
+def _previous_main(path: Path, deadline: float) -> dict[str, str]:
+    """kind -> output `main` showed, from the catalog being replaced ({} when there is none or DuckDB
+    cannot read it: written by another DuckDB version). Readers (a `duckdb -readonly` session) do not
+    block this; an open read-write session does, and is waited for until the deadline."""
+    if not path.exists():
+        return {}
     while True:
         try:
-            return duckdb.connect(str(path))
-        except duckdb.IOException as exc:
-            if _unreadable_version(exc):
+            con = duckdb.connect(str(path), read_only=True)
+            break
+        except duckdb.Error as exc:
+            if _unreadable_version(exc) or "lock" not in str(exc).lower():
                 log.warning("%s: %s; rebuilding it", path, str(exc).splitlines()[0])
-                path.unlink()
-                path.with_name(path.name + ".wal").unlink(missing_ok=True)
-                continue
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                return {}
+            if time.monotonic() > deadline:
                 raise CatalogBusyError(f"{path}: {str(exc).splitlines()[0]}") from None
             time.sleep(0.5)
+    try:
+        rows = con.execute("SELECT kind, output FROM builds WHERE in_main").fetchall()
+    except duckdb.Error:  # a catalog from before `builds`
+        rows = []
+    finally:
+        con.close()
+    return dict(rows)
 
 
 def _manifest(path: Path) -> dict | None:
@@ -294,19 +305,8 @@ def _select_manifests(paths: tuple[Path, ...]) -> str:
     return f"SELECT * FROM read_json([{files}], format = 'auto', columns = {{{columns}}}, filename = true)"
 
 
-def _previous_main(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, str], list[str]]:
-    """(kind -> output `main` showed, schemas this module created) from an existing catalog."""
-    try:
-        rows = con.execute('SELECT kind, output, "schema", in_main FROM builds').fetchall()
-    except duckdb.Error:
-        return {}, []
-    return {kind: output for kind, output, _, in_main in rows if in_main}, [row[2] for row in rows]
-
-
-def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan, old_schemas: list[str]) -> None:
+def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan) -> None:
     con.execute("BEGIN TRANSACTION")
-    for schema in old_schemas:
-        con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     files = []
     views = [(b.schema, t, g) for b in plan.builds for t, g in b.tables.items()]
     for schema, table, globs in views + [("main", t, g) for t, g in plan.main.items()]:
@@ -342,20 +342,28 @@ def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan, old_schemas: list[
 
 
 def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S) -> CatalogPlan:
-    """(Re)create the schemas and views under the catalog lock; returns what they read.
+    """Rebuild the catalog under the catalog lock; returns what its views read.
 
-    Views hold absolute paths (DuckDB resolves relative ones against the reader's working
-    directory), so a moved data root needs `gur catalog --refresh`.
+    The new catalog is written to a temporary file and renamed over the old one, so an open
+    `duckdb -readonly` session never blocks a run (it keeps seeing the views it opened; a new
+    session sees the new ones). Views hold absolute paths (DuckDB resolves relative ones against
+    the reader's working directory), so a moved data root needs `gur catalog --refresh`.
     """
     deadline = time.monotonic() + wait_s
+    path = root / CATALOG
     with catalog_lock(root, wait_s):
-        con = _connect_for_writing(root / CATALOG, deadline)
+        previous = _previous_main(path, deadline)
+        plan = plan_catalog(root, current, previous)  # read under the lock: the newest runs are seen
+        tmp = root / f".{CATALOG}.tmp"  # one writer at a time (the lock): a fixed name, never left behind twice
+        tmp.unlink(missing_ok=True)
+        con = duckdb.connect(str(tmp))
         try:
-            previous, old_schemas = _previous_main(con)
-            plan = plan_catalog(root, current, previous)  # read under the lock: the newest runs are seen
-            _write(con, plan, old_schemas)
+            _write(con, plan)
         finally:
-            con.close()
+            con.close()  # checkpoints: everything is in `tmp`, no WAL left
+        stale_wal = path.with_name(path.name + ".wal")  # of a session that was killed (a live one holds the lock)
+        stale_wal.unlink(missing_ok=True)
+        os.replace(tmp, path)
     return plan
 
 

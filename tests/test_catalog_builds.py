@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -240,3 +241,15 @@ def test_the_duckdb_cli_opens_the_catalog(tmp_path, corpus):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["reason,n", "empty_text,1", "n", "1"]
+
+    # A session left open (as people do) never blocks the next run's catalog update.
+    session = subprocess.Popen([str(cli), "-readonly", str(root / "catalog.duckdb")], stdin=subprocess.PIPE)
+    try:
+        time.sleep(1)
+        assert session.poll() is None
+        started = time.monotonic()
+        refresh_catalog(root, wait_s=5)
+        assert time.monotonic() - started < 5
+        assert query(root, "SELECT count(*) FROM documents") == [(2,)]
+    finally:
+        session.communicate(b".quit\n", timeout=30)
