@@ -218,10 +218,14 @@ def check_nightly(args: argparse.Namespace) -> None:
 
 
 def check_serve(args: argparse.Namespace) -> None:
+    from deployments.local_server import running_server
     from tasks.check_inputs import require_path
 
     if args.nightly_config:
         require_path(args.nightly_config, "--nightly-config")
+    if not os.environ.get("PREFECT_API_URL") and not running_server():
+        # On an ephemeral server of its own, runs triggered from elsewhere would never be seen.
+        raise ValueError("gur serve needs a running Prefect server: `gur server start` first (or set PREFECT_API_URL)")
 
 
 def build_pairs_params(args: argparse.Namespace) -> dict[str, Any]:

@@ -125,3 +125,11 @@ def test_error_lines():
     assert one_line(ValueError("Parser Error: bad\n\nLINE 1: SELEC 1\n        ^")) == "Parser Error: bad"
     assert error_line(FileNotFoundError("x: no such file or folder")) == "x: no such file or folder"
     assert error_line(KeyError("k")) == "KeyError: 'k' (GUR_DEBUG=1 shows the traceback)"
+
+
+def test_serve_without_a_server_is_one_line(tmp_path):
+    line = assert_one_line(gur("serve", root=tmp_path / "data", PREFECT_HOME=str(tmp_path / "ph")))
+    assert (
+        line
+        == "gur: error: gur serve needs a running Prefect server: `gur server start` first (or set PREFECT_API_URL)"
+    )
