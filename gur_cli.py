@@ -425,8 +425,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )
     print(Path(result["report"]).read_text(encoding="utf-8"))
     print(f"\nreport: {result['report']}")
-    query = (
-        "SELECT model, dataset, task, metric, k, round(value, 4) AS value FROM metrics WHERE status = 'ok' LIMIT 10"
+    query = (  # metrics_latest: `metrics` holds every evaluation ever run on this root
+        "SELECT model, dataset, task, metric, k, round(value, 4) AS value FROM metrics_latest "
+        "WHERE status = 'ok' LIMIT 10"
     )
     print(f'\n$ gur sql "{query}"')
     print(run_sql(root, query, 10))
