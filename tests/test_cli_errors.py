@@ -133,3 +133,16 @@ def test_serve_without_a_server_is_one_line(tmp_path):
         line
         == "gur: error: gur serve needs a running Prefect server: `gur server start` first (or set PREFECT_API_URL)"
     )
+
+
+def test_nightly_and_evaluate_inputs_are_checked_before_prefect(tmp_path):
+    root = tmp_path / "data"
+    line = assert_one_line(gur("nightly", "--config", str(tmp_path / "no.toml"), root=root))
+    assert "no.toml: no nightly config" in line
+    (tmp_path / "nightly.toml").write_text('[corpus]\npath = "incoming"\n', encoding="utf-8")
+    line = assert_one_line(gur("nightly", "--config", str(tmp_path / "nightly.toml"), root=root))
+    assert line.endswith(f"[corpus] path {tmp_path / 'incoming'}: no such file or folder")
+    line = assert_one_line(gur("evaluate", "./no/such/export", "--stackoverflow", "", root=root))
+    assert line == "gur: error: model ./no/such/export: no such file or folder"
+    line = assert_one_line(gur("train", "--init-from", "nowhere", root=root))
+    assert line == "gur: error: --init-from nowhere: no such file or folder"
