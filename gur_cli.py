@@ -1039,7 +1039,8 @@ def main(argv: list[str] | None = None) -> int:
             args.check(args)
         if args.func in PREFECT_COMMANDS:
             use_running_server()
-            stop_on_sigterm()  # before Prefect is imported: a wrong path or column is one line in a second
+            if args.func is not cmd_serve:  # serve keeps Prefect's own SIGTERM handling
+                stop_on_sigterm()  # before Prefect is imported: a wrong path or column is one line in a second
         return args.func(args)
     except KeyboardInterrupt as exc:
         print(
