@@ -12,13 +12,28 @@ command -v "$PY" >/dev/null || PY=python3
 setup() {
     local stamp=.venv/.installed
     if [[ ! -f "$stamp" || pyproject.toml -nt "$stamp" ]]; then
-        echo "[run.sh] installing into .venv (first time takes a few minutes)"
+        echo "[run.sh] installing into .venv (first time takes a few minutes; full log: .venv/install.log)"
         [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
         .venv/bin/python -m pip install --quiet --upgrade pip
-        .venv/bin/python -m pip install --quiet -e ".[test,cli]"
+        echo "[run.sh] resolving and installing the project with extras test, cli (torch 2.13.0 is the large one)"
+        if ! .venv/bin/python -m pip install --progress-bar off -e ".[test,cli]" 2>&1 | tee .venv/install.log | say_step; then
+            echo "[run.sh] pip failed; the end of .venv/install.log:" >&2
+            tail -n 30 .venv/install.log >&2
+            exit 1
+        fi
         touch "$stamp"
         check_gpu_build
     fi
+}
+
+# One line per package pip collects or installs, so a long install shows where it is.
+say_step() {
+    local line
+    while IFS= read -r line; do
+        case "$line" in
+            Collecting*|"Installing collected"*|Successfully*|Building*) echo "[run.sh]   ${line:0:150}" ;;
+        esac
+    done
 }
 
 # PyPI's torch for Linux is a CUDA build; a local CPU wheel (a pip find-links folder) can win
