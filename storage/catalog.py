@@ -12,10 +12,14 @@ One schema per build, so the tables of one build always come from the same run:
 run: those the latest flow run used, else the ones `main` showed before, else the newest.
 A build without shards never becomes `main`'s build while one with shards exists.
 `metrics` is every evaluation ever run on the root, `metrics_latest` the newest value per
-model x dataset x task x metric x k; other tables (`train_metrics`, `promotions`) follow the
-newest output. Each schema (and `main`) has a `manifests` view: one row per stage output behind
-its views (rows, drops, timings, config as JSON). The table `builds` lists the schemas;
-`catalog_views` the Parquet files behind each view.
+model x dataset x task x metric x k; `train_metrics` is every training run's rows, each with the
+run's `train_fingerprint`, `method` and the `input_stage` / `input_fingerprint` it trained on
+(a `shuffle` or `keywords` output: `builds.fingerprint`, so `JOIN builds b ON b.fingerprint =
+t.input_fingerprint` names the build schema; `file` inputs have no fingerprint). Other tables
+(`promotions`) follow the newest output. Each schema (and `main`) has a `manifests` view: one row
+per stage output behind its views (rows, drops, timings, config as JSON). The table `builds` lists
+the schemas (with the head output's `fingerprint`); `catalog_views` the Parquet files behind each
+view (and, for `train_metrics`, the columns each file's rows get: `file_columns`).
 
 Writers take `<root>/.catalog.lock` (an exclusive `flock`) first, so two runs finishing on one
 data root update the catalog one after the other. Every update rebuilds the whole file from the
@@ -51,6 +55,8 @@ KEYWORD_TABLES = ("keywords", "topics", "topic_sweep")
 HEADS = {"shuffle": "build", "keywords": "keywords"}  # the stage that ends a build, and the kind of build
 HEAD_ROWS = {"shuffle": "rows_out", "keywords": "keywords"}  # the manifest row count that makes a build non-empty
 UNION_TABLES = ("metrics",)  # every output's rows (duplicates across reports once), not the newest output's
+# Every output's rows, each tagged with columns from its own manifest (`_run_columns`), not the newest output's.
+RUN_TABLES = ("train_metrics",)
 METRICS_KEY = ("model", "dataset", "task", "metric", "k")
 MANIFEST_COLUMNS = {  # the `manifests` view: one row per stage output of a build; nested fields stay JSON
     "stage": "VARCHAR",
@@ -99,6 +105,8 @@ class CatalogPlan:
     builds: list[Build]
     main: dict[str, list[Path]]
     main_builds: dict[str, str]  # kind -> output shown in `main`
+    # RUN_TABLES view name -> per glob of `main[view]`, the constant columns its rows get
+    file_columns: dict[str, list[dict[str, str | None]]] = field(default_factory=dict)
 
     @property
     def main_manifests(self) -> tuple[Path, ...]:
@@ -207,6 +215,21 @@ def latest_tables(root: Path, current: list[Path] = ()) -> dict[str, Path]:
     return {table: glob for table, (_, glob) in sorted(best.items())}
 
 
+def _run_columns(folder: Path, manifest: dict) -> dict[str, str | None]:
+    """What a train output's rows carry: its fingerprint, method and the input it trained on (the
+    upstream `shuffle` / `keywords` output, as `train_task` records it; a `file` input has no
+    stage output, so only its stage)."""
+    upstream = (manifest.get("upstream") or [{}])[0]
+    inputs = manifest.get("inputs") if isinstance(manifest.get("inputs"), dict) else {}
+    method = (manifest.get("config") or {}).get("method") or (manifest.get("labels") or {}).get("method")
+    return {
+        "train_fingerprint": manifest.get("fingerprint") or folder.name,
+        "method": method,
+        "input_stage": upstream.get("stage") or next(iter(inputs), None),
+        "input_fingerprint": upstream.get("fingerprint"),
+    }
+
+
 def schema_name(source: str, kind: str, fingerprint: str) -> str:
     """`wiki_1a2b3c4d` / `questions_kw_5e6f7a8b`: a plain SQL identifier from the source name or input path."""
     name = re.sub(r"[^a-z0-9]+", "_", Path(source).name.split(".")[0].lower()).strip("_")[:32] or "corpus"
@@ -273,12 +296,23 @@ def plan_catalog(root: Path, current: list[Path] = (), previous: dict[str, str] 
     current_outputs = [f"{folder.parent.name}/{folder.name}" for folder in current]
     main: dict[str, list[Path]] = {}
     for table, glob in latest_tables(root, current).items():
-        if table not in BUILD_TABLES + KEYWORD_TABLES + UNION_TABLES:
+        if table not in BUILD_TABLES + KEYWORD_TABLES + UNION_TABLES + RUN_TABLES:
             main[table] = [glob]
     for table in UNION_TABLES:
         globs = [g for folder, m in manifests.items() for t, g in _globs(folder, m).items() if t == table]
         if globs:
             main[table] = globs
+    file_columns: dict[str, list[dict[str, str | None]]] = {}
+    for table in RUN_TABLES:  # oldest run first; a run that wrote no file (no metrics rows) is left out
+        runs = sorted(
+            (float(m.get("finished_at", 0.0)), str(g), g, _run_columns(folder, m))
+            for folder, m in manifests.items()
+            for t, g in _globs(folder, m).items()
+            if t == table and _files_exist([g])
+        )
+        if runs:
+            main[table] = [g for _, _, g, _ in runs]
+            file_columns[table] = [columns for *_, columns in runs]
     shown: dict[str, str] = {}
     for kind, names in (("keywords", KEYWORD_TABLES), ("build", BUILD_TABLES)):
         chosen = _pick([b for b in builds if b.kind == kind], current_outputs, (previous or {}).get(kind))
@@ -286,17 +320,34 @@ def plan_catalog(root: Path, current: list[Path] = (), previous: dict[str, str] 
             shown[kind] = chosen.output
             # A keywords run lends its documents to `main` only while there is no build-pairs run.
             main.update({t: g for t, g in chosen.tables.items() if t in names or t not in main})
-    return CatalogPlan(builds=builds, main=dict(sorted(main.items())), main_builds=shown)
+    return CatalogPlan(builds=builds, main=dict(sorted(main.items())), main_builds=shown, file_columns=file_columns)
 
 
 def _files_exist(globs: list[Path]) -> bool:
     return any(expand(str(g)) for g in globs)
 
 
+def _quote(value: object) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 def _select(table: str, globs: list[Path]) -> str:
-    paths = ", ".join("'" + str(g).replace("'", "''") + "'" for g in globs)
+    paths = ", ".join(_quote(g) for g in globs)
     source = f"read_parquet([{paths}], union_by_name = true)" if len(globs) > 1 else f"read_parquet({paths})"
     return f"SELECT {'DISTINCT ' if table in UNION_TABLES else ''}* FROM {source}"
+
+
+def _select_runs(globs: list[Path], file_columns: list[dict[str, str | None]]) -> str:
+    """Each file's rows after its own constant columns; `UNION ALL BY NAME`, as runs of different
+    methods log different loss columns."""
+    parts = []
+    for glob, columns in zip(globs, file_columns, strict=True):
+        constants = ", ".join(
+            f'CAST({"NULL" if value is None else _quote(value)} AS VARCHAR) AS "{name}"'
+            for name, value in columns.items()
+        )
+        parts.append(f"SELECT {constants}, * FROM read_parquet({_quote(glob)})")
+    return " UNION ALL BY NAME ".join(parts)
 
 
 def _select_manifests(paths: tuple[Path, ...]) -> str:
@@ -315,8 +366,12 @@ def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan) -> None:
             continue
         if schema != "main":
             con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        con.execute(f'CREATE OR REPLACE VIEW "{schema}"."{table}" AS {_select(table, globs)}')
-        files.append((schema, table, [str(g) for g in globs], table in UNION_TABLES))
+        tagged = plan.file_columns.get(table) if schema == "main" else None
+        sql = _select_runs(globs, tagged) if tagged else _select(table, globs)
+        con.execute(f'CREATE OR REPLACE VIEW "{schema}"."{table}" AS {sql}')
+        files.append(
+            (schema, table, [str(g) for g in globs], table in UNION_TABLES, json.dumps(tagged) if tagged else None)
+        )
     for schema, paths in [(b.schema, b.manifests) for b in plan.builds] + [("main", plan.main_manifests)]:
         if paths:
             con.execute(f'CREATE OR REPLACE VIEW "{schema}".manifests AS {_select_manifests(paths)}')
@@ -324,20 +379,30 @@ def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan) -> None:
         if "metrics" in plan.main:
             con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
     con.execute(
-        'CREATE OR REPLACE TABLE catalog_views ("schema" VARCHAR, view_name VARCHAR, files VARCHAR[], dedup BOOLEAN)'
+        'CREATE OR REPLACE TABLE catalog_views ("schema" VARCHAR, view_name VARCHAR, files VARCHAR[], dedup BOOLEAN, '
+        "file_columns JSON)"  # per file of `files`, the constant columns its rows get (RUN_TABLES), else NULL
     )
     if files:
-        con.executemany("INSERT INTO catalog_views VALUES (?, ?, ?, ?)", files)
+        con.executemany("INSERT INTO catalog_views VALUES (?, ?, ?, ?, ?)", files)
     con.execute(
         'CREATE OR REPLACE TABLE builds ("schema" VARCHAR, kind VARCHAR, in_main BOOLEAN, source VARCHAR, '
-        '"rows" BIGINT, output VARCHAR, finished_at TIMESTAMPTZ)'
+        '"rows" BIGINT, output VARCHAR, finished_at TIMESTAMPTZ, fingerprint VARCHAR)'
     )
     rows = [
-        (b.schema, b.kind, plan.main_builds.get(b.kind) == b.output, b.source, b.rows, b.output, b.finished_at)
+        (
+            b.schema,
+            b.kind,
+            plan.main_builds.get(b.kind) == b.output,
+            b.source,
+            b.rows,
+            b.output,
+            b.finished_at,
+            b.output.split("/", 1)[1],  # the head's fingerprint: train_metrics.input_fingerprint
+        )
         for b in plan.builds
     ]
     if rows:
-        con.executemany("INSERT INTO builds VALUES (?, ?, ?, ?, ?, ?, to_timestamp(?))", rows)
+        con.executemany("INSERT INTO builds VALUES (?, ?, ?, ?, ?, ?, to_timestamp(?), ?)", rows)
     con.execute("COMMIT")
 
 

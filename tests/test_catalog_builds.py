@@ -16,6 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from gur_cli import main as gur_main
@@ -23,7 +24,7 @@ from storage.catalog import refresh_catalog
 from storage.manifest import write_manifest
 from storage.open_table import open_table
 from storage.shards import write_shard
-from storage.stage_output import latest_ref
+from storage.stage_output import StageOutput, latest_ref
 from tests.test_build_pairs_flow import DOCS
 
 QUESTIONS = [
@@ -253,3 +254,65 @@ def test_the_duckdb_cli_opens_the_catalog(tmp_path, corpus):
         assert query(root, "SELECT count(*) FROM documents") == [(2,)]
     finally:
         session.communicate(b".quit\n", timeout=30)
+
+
+def _output(root: Path, stage: str, fp: str, upstream: list[dict], inputs: dict, config: dict, tables: dict, **rows):
+    """A complete stage output through the stages' own `StageOutput.finish` (manifest with inventory)."""
+    return StageOutput.open(root, stage, fp).finish(
+        code_version="test", config=config, inputs=inputs, upstream=upstream, tables=tables, rows=rows, drops={}
+    )
+
+
+def _source(root: Path, fp: str, path: str) -> dict:
+    write_shard(root / "ingest" / fp, 0, pa.table({"doc_id": [1, 2], "text": ["a", "b"]}))
+    return _output(root, "ingest", fp, [], {"path": path}, {}, {"documents": "part-*.parquet"}, documents=2)
+
+
+def _train(root: Path, fp: str, source: dict, method: str, losses: list[dict] | None) -> dict:
+    if losses is not None:  # a run that logged nothing writes no metrics.parquet
+        (root / "train" / fp).mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(losses), root / "train" / fp / "metrics.parquet")
+    upstream = [source] if source["stage"] != "file" else []
+    tables = {"train_metrics": "metrics.parquet"}
+    return _output(root, "train", fp, upstream, {source["stage"]: source["path"]}, {"method": method}, tables, steps=2)
+
+
+def test_train_metrics_hold_every_run_and_join_the_build_it_trained_on(tmp_path):
+    wiki = _source(tmp_path, "ingest-wiki", "/corpora/wiki.jsonl")
+    shards = _output(tmp_path, "shuffle", "shufflefp1", [wiki], {}, {}, {}, rows_out=3)
+    questions = _source(tmp_path, "ingest-questions", "/corpora/questions.jsonl")
+    keywords = _output(tmp_path, "keywords", "keywordsfp1", [questions], {}, {}, {}, keywords=9)
+    file = {"stage": "file", "fingerprint": "filefp", "path": "/corpora/titles.tsv"}
+    _train(tmp_path, "gurrun1", shards, "gur", [{"step": 1, "loss": 2.0, "lm_loss": 1.5}, {"step": 2, "loss": 1.0}])
+    _train(tmp_path, "tfcsgrun1", keywords, "tfcsg", [{"step": 1, "loss": 3.0, "kw_loss": 0.5}])
+    _train(tmp_path, "simcserun1", file, "simcse", [{"step": 1, "loss": 4.0}])
+    _train(tmp_path, "emptyrun", shards, "gur", None)
+    refresh_catalog(tmp_path)
+
+    found = {s: fp for s, fp in query(tmp_path, 'SELECT "schema", fingerprint FROM builds')}
+    assert found == {"wiki_shufflef": "shufflefp1", "questions_kw_keywords": "keywordsfp1"}
+    rows = query(
+        tmp_path,
+        "SELECT train_fingerprint, method, input_stage, input_fingerprint, step, loss, lm_loss, kw_loss "
+        "FROM train_metrics ORDER BY train_fingerprint, step",
+    )
+    assert rows == [
+        ("gurrun1", "gur", "shuffle", "shufflefp1", 1, 2.0, 1.5, None),
+        ("gurrun1", "gur", "shuffle", "shufflefp1", 2, 1.0, None, None),
+        ("simcserun1", "simcse", "file", None, 1, 4.0, None, None),
+        ("tfcsgrun1", "tfcsg", "keywords", "keywordsfp1", 1, 3.0, None, 0.5),
+    ]
+    joined = (
+        'SELECT b."schema", b.kind, t.train_fingerprint, t.step, t.loss FROM train_metrics t '
+        "JOIN builds b ON b.fingerprint = t.input_fingerprint ORDER BY t.train_fingerprint, t.step"
+    )
+    assert query(tmp_path, joined) == [
+        ("wiki_shufflef", "build", "gurrun1", 1, 2.0),
+        ("wiki_shufflef", "build", "gurrun1", 2, 1.0),
+        ("questions_kw_keywords", "keywords", "tfcsgrun1", 1, 3.0),
+    ]
+    # the keywords' own documents sit in the schema the training run joins to
+    assert query(tmp_path, "SELECT count(*) FROM questions_kw_keywords.documents") == [(2,)]
+    files = query(tmp_path, "SELECT files, file_columns FROM catalog_views WHERE view_name = 'train_metrics'")
+    assert len(files) == 1 and len(files[0][0]) == 3
+    assert [c["train_fingerprint"] for c in json.loads(files[0][1])] == ["gurrun1", "tfcsgrun1", "simcserun1"]
