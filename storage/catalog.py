@@ -459,12 +459,16 @@ def list_views(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, str]]:
     return rows
 
 
-def catalog_files(root: Path, name: str, build: str | None = None) -> tuple[list[str], bool]:
-    """(Parquet globs, dedup) behind the view `name` of `main` or of schema `build`, as the catalog records them."""
+def catalog_files(
+    root: Path, name: str, build: str | None = None
+) -> tuple[list[str], bool, list[dict[str, str | None]] | None]:
+    """(Parquet globs, dedup, per-glob constant columns or None) behind the view `name` of `main` or of
+    schema `build`, as the catalog records them."""
     con = connect_catalog(root)
     try:
         row = con.execute(
-            'SELECT files, dedup FROM catalog_views WHERE "schema" = ? AND view_name = ?', [build or "main", name]
+            'SELECT files, dedup, file_columns FROM catalog_views WHERE "schema" = ? AND view_name = ?',
+            [build or "main", name],
         ).fetchone()
         if row is None:
             known = con.execute("""SELECT DISTINCT "schema" || '.' || view_name FROM catalog_views ORDER BY 1""")
@@ -472,4 +476,7 @@ def catalog_files(root: Path, name: str, build: str | None = None) -> tuple[list
             raise KeyError(f"no view {name!r} in {build or 'main'} (known: {names})")
     finally:
         con.close()
-    return list(row[0]), bool(row[1])
+    columns = row[2]
+    if isinstance(columns, str):
+        columns = json.loads(columns)
+    return list(row[0]), bool(row[1]), columns

@@ -30,7 +30,12 @@ def open_table(name: str, root: str | os.PathLike | None = None, build: str | No
         return metrics.sort("created_at", descending=True, nulls_last=True).unique(
             subset=list(METRICS_KEY), keep="first", maintain_order=True
         )
-    globs, dedup = catalog_files(base, name, build)
+    globs, dedup, columns = catalog_files(base, name, build)
     frames = [pl.scan_parquet(glob) for glob in globs]
+    if columns:  # train_metrics: each run's rows carry the run's fingerprint, method and input, as in the view
+        frames = [
+            frame.select(*[pl.lit(v, pl.String).alias(k) for k, v in constant.items()], pl.all())
+            for frame, constant in zip(frames, columns, strict=True)
+        ]
     frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
     return frame.unique(maintain_order=True) if dedup else frame

@@ -316,3 +316,4 @@ def test_train_metrics_hold_every_run_and_join_the_build_it_trained_on(tmp_path)
     files = query(tmp_path, "SELECT files, file_columns FROM catalog_views WHERE view_name = 'train_metrics'")
     assert len(files) == 1 and len(files[0][0]) == 3
     assert [c["train_fingerprint"] for c in json.loads(files[0][1])] == ["gurrun1", "tfcsgrun1", "simcserun1"]
+    same_rows(tmp_path, "train_metrics")  # polars' frame carries the same run columns as the view
