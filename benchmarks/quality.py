@@ -55,6 +55,7 @@ TRAINED: dict[str, tuple[str, dict]] = {
     "kw+s2s": ("tfcsg", {"losses": "kw+s2s"}),
     "kw+cl+s2s": ("tfcsg", {"losses": "kw+cl+s2s"}),
     "kw+s2s, s2s weight 2": ("tfcsg", {"losses": "kw+s2s", "s2s_weight": 2.0}),
+    "kw+s2s, s2s weight 4": ("tfcsg", {"losses": "kw+s2s", "s2s_weight": 4.0}),
     "kw+s2s, lr 6e-5": ("tfcsg", {"losses": "kw+s2s", "lr": 6e-5}),
     "kw+s2s, topic-spread batches": ("tfcsg", {"losses": "kw+s2s", "sampling": "topic-spread"}),
     "kw+s2s, every negative, topic-spread batches": (
