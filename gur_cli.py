@@ -816,8 +816,9 @@ presets (tfcsg / simcse; default auto: paper on a GPU, cpu otherwise, printed at
   paper   the TFCSG paper: Adam lr 3e-5, batch 32, 10 epochs, max length 32, [CLS] pooling,
           losses cl+kl+s2s, every in-batch negative
   cpu     16,000 titles in under 30 minutes on 2 cores: 1 epoch, batch 64, mean pooling, losses
-          kw+s2s (question vs its own keyword sequence, plus keyword generation) with same-topic
-          negatives masked; cuts the paper's 10 epochs to 1 and takes the losses that measured best
+          kw+s2s (question vs its own keyword sequence, plus keyword generation at weight 2) with
+          same-topic negatives masked; cuts the paper's 10 epochs to 1 and takes the losses that
+          measured best on a dev split
   gur: tiny (CPU tests) or small (GUR-Small, the default)
 
 examples:
