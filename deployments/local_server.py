@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from models.trainer_process import alive
+
 RECORD = "gur-server.json"
 LOCK = "gur-server.lock"
 LOG = "gur-server.log"
@@ -59,16 +61,6 @@ def read_record(home: Path | None = None) -> dict | None:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def running_server(home: Path | None = None) -> str | None:
