@@ -81,7 +81,7 @@ def test_config_errors_name_the_file_and_key(tmp_path):
 
 
 def write_config(path: Path, corpus: Path, labelled: Path, model: Path, lr: float) -> Path:
-    options = f"{{batch_size = 8, eval_every = 0, threads = 1, lr = {lr}, ckpt_every = 100}}"
+    options = f"{{batch_size = 8, eval_every = 0, threads = 1, lr = {lr}, ckpt_every = 100, s2s_weight = 1.0}}"
     path.write_text(
         f"""[corpus]
 path = "{corpus}"
