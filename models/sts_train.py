@@ -1,0 +1,98 @@
+"""The one training loop every trainable STS family uses (the survey's recipe).
+
+A family is an `nn.Module` whose `forward(a, b)` takes two lists of sentences and returns one
+predicted similarity per pair on the [0, 1] scale, shape (B,). The loop is the survey's: AdamW,
+MSE against score / 5, batch 32; the family chooses epochs and learning rate, and the config
+records them. Linear warmup and decay are options (the cpu preset uses them to reach in one or
+two epochs what a constant rate needs more for).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class StsTrainConfig:
+    epochs: float = 1.0  # fractions allowed: 0.5 is half an epoch's steps
+    lr: float = 2e-5
+    batch_size: int = 32
+    max_len: int = 128  # tokens per sentence (per pair for cross-encoders)
+    weight_decay: float = 0.01
+    warmup: float = 0.0  # fraction of the steps spent warming up linearly
+    schedule: str = "constant"  # "constant" or "linear" (decay to 0 after warmup)
+    subsample: int = 0  # > 0: train on this many pairs of a seeded permutation (cpu preset, LLM rows)
+    max_steps: int = 0  # > 0: stop after this many steps (tests)
+    seed: int = 0
+    eval_batch: int = 64
+
+
+def get_lr(step: int, total: int, config: StsTrainConfig) -> float:
+    """Learning rate at `step` (0-based) of `total`: linear warmup, then constant or linear decay."""
+    warm = int(config.warmup * total)
+    if step < warm:
+        return config.lr * (step + 1) / warm
+    if config.schedule == "linear":
+        return config.lr * max(0.0, (total - step) / max(1, total - warm))
+    return config.lr
+
+
+def train_order(n: int, config: StsTrainConfig) -> list[np.ndarray]:
+    """Batches of pair indices, reshuffled every epoch from the seed; fractional epochs are cut."""
+    rng = np.random.default_rng(config.seed)
+    pool = rng.permutation(n)[: config.subsample] if config.subsample else np.arange(n)
+    batches: list[np.ndarray] = []
+    for _ in range(math.ceil(config.epochs)):
+        order = pool[rng.permutation(len(pool))]
+        batches += [order[i : i + config.batch_size] for i in range(0, len(order), config.batch_size)]
+    steps = math.ceil(config.epochs * math.ceil(len(pool) / config.batch_size))
+    if config.max_steps:
+        steps = min(steps, config.max_steps)
+    return batches[:steps]
+
+
+def train_scorer(
+    model: nn.Module,
+    a: list[str],
+    b: list[str],
+    score: np.ndarray,
+    config: StsTrainConfig,
+    on_step: Callable[[int, int, float], None] | None = None,
+) -> list[dict]:
+    """Fit `model` to score / 5 with AdamW and MSE; returns one row per step (step, lr, loss, seconds)."""
+    torch.manual_seed(config.seed)
+    target = torch.tensor(np.asarray(score) / 5.0, dtype=torch.float32)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    batches = train_order(len(a), config)
+    model.train()
+    log, started = [], time.perf_counter()
+    for step, idx in enumerate(batches):
+        lr = get_lr(step, len(batches), config)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        pred = model([a[i] for i in idx], [b[i] for i in idx])  # (B,)
+        loss = nn.functional.mse_loss(pred.float(), target[idx])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        log.append({"step": step, "lr": lr, "loss": loss.item(), "seconds": time.perf_counter() - started})
+        if on_step is not None:
+            on_step(step, len(batches), log[-1]["loss"])
+    model.eval()
+    return log
+
+
+@torch.no_grad()
+def predict(model: nn.Module, a: list[str], b: list[str], batch_size: int = 64) -> np.ndarray:
+    """Predictions on the [0, 1] scale for every pair, in order (eval mode, no gradients)."""
+    model.eval()
+    out = [model(a[i : i + batch_size], b[i : i + batch_size]).float().cpu() for i in range(0, len(a), batch_size)]
+    return torch.cat(out).numpy().astype(np.float64) if out else np.zeros(0)

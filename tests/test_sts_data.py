@@ -1,0 +1,86 @@
+"""The STS CSV reader's errors and rejects, the metrics against SciPy, the loop's schedule and batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from models.sts_train import StsTrainConfig, get_lr, train_order
+from tasks.sts_data import average_ranks, read_sts_csv, sts_metrics
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "pairs.csv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_reader_reads_quoted_fields_and_counts_blank_lines(tmp_path):
+    path = _write(tmp_path, 'A man plays.,"A man, playing.",4.2\n\n,,\nx,y,0\n')
+    pairs = read_sts_csv(path)
+    assert pairs.a == ["A man plays.", "x"] and pairs.b == ["A man, playing.", "y"]
+    assert pairs.score.tolist() == [4.2, 0.0] and pairs.rejects == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "reason"),
+    [
+        ("a,b,1\na,b\n", 2, "expected 3 columns"),
+        ("a,b,1\na,b,1,extra\n", 2, "expected 3 columns"),
+        ("a,b,1\n\na,b,high\n", 3, "is not a number"),
+        ('"multi\nline",b,1\na,b,5.5\n', 3, "outside [0, 5]"),
+        ("a,b,-0.1\n", 1, "outside [0, 5]"),
+        ("a,b,nan\n", 1, "outside [0, 5]"),
+    ],
+)
+def test_reader_errors_name_file_and_line(tmp_path, text, line, reason):
+    path = _write(tmp_path, text)
+    with pytest.raises(ValueError) as err:
+        read_sts_csv(path)
+    assert str(err.value).startswith(f"{path}:{line}: ") and reason in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_reader_missing_and_empty_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no-such.csv: no such STS file"):
+        read_sts_csv(tmp_path / "no-such.csv")
+    with pytest.raises(ValueError, match="no sentence pairs"):
+        read_sts_csv(_write(tmp_path, "\n\n"))
+
+
+def test_metrics_equal_scipy_on_random_predictions():
+    rng = np.random.default_rng(0)
+    for n in (2, 7, 100, 1000):
+        gold = rng.integers(0, 11, n) / 2.0  # many ties, as in STS-B
+        pred = np.round(rng.random(n), 1)  # ties on the prediction side too
+        got = sts_metrics(pred, gold)
+        assert got["mse"] == pytest.approx(np.mean((pred - gold / 5) ** 2), rel=1e-12)
+        assert got["pearson"] == pytest.approx(stats.pearsonr(pred, gold).statistic, abs=1e-12)
+        assert got["spearman"] == pytest.approx(stats.spearmanr(pred, gold).statistic, abs=1e-12)
+        assert np.array_equal(average_ranks(pred), stats.rankdata(pred))
+
+
+def test_metrics_hand_example():
+    # predictions 0.2, 0.4, 1.0 against gold 1, 2, 5 (scaled 0.2, 0.4, 1.0): perfect, MSE 0
+    assert sts_metrics(np.array([0.2, 0.4, 1.0]), np.array([1.0, 2.0, 5.0])) == pytest.approx(
+        {"mse": 0.0, "pearson": 1.0, "spearman": 1.0}
+    )
+    with pytest.raises(ValueError, match="equal-length"):
+        sts_metrics(np.zeros(3), np.zeros(4))
+
+
+def test_schedule_and_batches():
+    config = StsTrainConfig(lr=1.0, warmup=0.1, schedule="linear", batch_size=4, epochs=2)
+    lrs = [get_lr(s, 100, config) for s in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)  # 10 warmup steps
+    assert lrs[10] == pytest.approx(1.0) and lrs[99] == pytest.approx(1 / 90)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:], strict=False))
+    batches = train_order(10, config)
+    assert len(batches) == 6 and sorted(np.concatenate(batches[:3]).tolist()) == list(range(10))
+    assert [b.tolist() for b in batches] == [b.tolist() for b in train_order(10, config)]  # seeded
+    half = train_order(10, StsTrainConfig(batch_size=4, epochs=0.5))
+    assert len(half) == 2
+    sub = train_order(100, StsTrainConfig(batch_size=8, subsample=20, epochs=2))
+    assert len(sub) == 6 and len(set(np.concatenate(sub).tolist())) == 20
+    assert len(train_order(100, StsTrainConfig(batch_size=8, max_steps=3))) == 3

@@ -1,0 +1,98 @@
+"""Every STS family trains a few steps on 32 real STS-B pairs; its metrics are SciPy's on its predictions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from tasks.sts_data import read_sts_csv, sts_metrics
+from tasks.sts_families import CPU_TABLE, FIXED, parse_family, run_family, tokenizer_for, train_config
+from tests.conftest import require_shared
+from tests.sts_fixtures import STSB, stsb_rows, tiny_llama, write_csv
+from tests.tiny_bert import tiny_bert
+
+STEPS = {"max_steps": 3, "batch_size": 8, "subsample": 0}
+
+
+@pytest.fixture(scope="module")
+def setting(tmp_path_factory):
+    require_shared(STSB / "stsb-en-train.csv", STSB / "stsb-zh-train.csv")
+    from tasks.eval_models import load_glove
+
+    folder = tmp_path_factory.mktemp("sts")
+    rows = stsb_rows("en", "train", 32)
+    texts = [t for r in rows for t in r[:2]]
+    glove = load_glove()
+    return {
+        "train": read_sts_csv(write_csv(folder / "train.csv", rows)),
+        "dev": read_sts_csv(write_csv(folder / "dev.csv", stsb_rows("en", "dev", 16))),
+        "bert": tiny_bert(folder / "bert", texts),
+        "llama": tiny_llama(folder / "llama", texts),
+        "resources": {"glove": lambda: glove, "demo_sentences": lambda: [["a", "man", "plays"]] * 5},
+        "zh": read_sts_csv(write_csv(folder / "zh.csv", stsb_rows("zh", "train", 32))),
+    }
+
+
+def _run(name: str, setting: dict, lang: str = "en", seed: int = 0):
+    family = parse_family(name)
+    config = train_config(family, "cpu", seed, STEPS)
+    folder = setting["llama"] if family.kind.startswith("llm") else setting["bert"]
+    train = setting["zh"] if lang == "zh" else setting["train"]
+    return (
+        family,
+        config,
+        run_family(family, lang, config, train, {"dev": setting["dev"]}, folder, setting["resources"]),
+    )
+
+
+@pytest.mark.parametrize("name", [n for n in FIXED if "mpnet" not in n])
+def test_family_trains_and_metrics_equal_scipy(name, setting):
+    family, config, result = _run(name, setting)
+    pred, gold = result.predictions["dev"], setting["dev"].score
+    assert pred.shape == (16,) and np.isfinite(pred).all()
+    got = sts_metrics(pred, gold)
+    assert got["mse"] == pytest.approx(np.mean((pred - gold / 5) ** 2))
+    if np.ptp(pred) > 0:
+        assert got["pearson"] == pytest.approx(stats.pearsonr(pred, gold).statistic, abs=1e-9)
+        assert got["spearman"] == pytest.approx(stats.spearmanr(pred, gold).statistic, abs=1e-9)
+    if config is None:
+        assert result.log == []
+    else:
+        assert [r["step"] for r in result.log] == [0, 1, 2] and all(np.isfinite(r["loss"]) for r in result.log)
+
+
+def test_training_moves_predictions_and_repeats_exactly(setting):
+    for name in ("lstm", "cross-minilm", "llm-lora"):
+        family = parse_family(name)
+        folder = setting["llama"] if family.kind.startswith("llm") else setting["bert"]
+        zero = train_config(family, "cpu", 0, {**STEPS, "max_steps": 0, "epochs": 0})
+        before = run_family(
+            family, "en", zero, setting["train"], {"dev": setting["dev"]}, folder, setting["resources"]
+        )
+        after = _run(name, setting)[2].predictions["dev"]
+        again = _run(name, setting)[2].predictions["dev"]
+        assert not np.allclose(before.predictions["dev"], after), name
+        assert np.array_equal(after, again), name  # same seed, same bytes
+
+
+def test_chinese_word_families_use_jieba_and_record_unk(setting):
+    cut = tokenizer_for("zh")
+    assert cut("一个男人在弹吉他。") == ["一个", "男人", "在", "弹", "吉他"]
+    _, _, result = _run("w2v-sg", setting, lang="zh")
+    assert "100.0% of training tokens" in result.detail
+    _, _, result = _run("glove", setting, lang="zh")  # English GloVe knows almost no Chinese word
+    assert float(result.detail.split("%")[0]) < 50
+    _, _, result = _run("cross-minilm", setting, lang="zh")
+    assert "[UNK] on zh train:" in result.detail
+
+
+def test_family_names_and_errors(tmp_path):
+    assert set(CPU_TABLE) <= set(FIXED)
+    assert parse_family(f"siamese:{tmp_path}").label == f"siamese:{tmp_path.name}"
+    with pytest.raises(FileNotFoundError, match="model folder not found: .*nope"):
+        parse_family(f"cross:{tmp_path / 'nope'}")
+    with pytest.raises(ValueError, match="unknown sts family 'bert-large'"):
+        parse_family("bert-large")
+    with pytest.raises(ValueError, match="unknown sts preset"):
+        train_config(parse_family("lstm"), "gpu", 0)
