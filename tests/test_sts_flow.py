@@ -73,3 +73,20 @@ def test_sts_flow_errors_before_work(tmp_path):
     with pytest.raises(FileNotFoundError, match="STS file not found: .*missing.csv"):
         sts(families=["glove"], train=str(tmp_path / "missing.csv"), root=str(tmp_path))
     assert not (tmp_path / "sts-unit").exists()
+
+
+def test_gur_sts_errors_are_one_line(tmp_path, capsys):
+    from gur_cli import main
+
+    csv = write_csv(tmp_path / "t.csv", [["a", "b", "1"]])
+    cases = [
+        (["sts", "nope"], "unknown sts family 'nope'"),
+        (["sts", f"siamese:{tmp_path / 'gone'}"], "model folder not found"),
+        (["sts", "glove", "--train", str(tmp_path / "none.csv")], "none.csv"),
+        (["sts", "glove", "--lang", "en", "zh", "--train", str(csv)], "give one --lang"),
+    ]
+    for argv, message in cases:
+        assert main([*argv, "--root", str(tmp_path / "data")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("gur: error:") and message in err and "\n" not in err, err
+    assert not (tmp_path / "data").exists()
