@@ -1,20 +1,37 @@
-"""GUR training throughput: tokens/s (and MFU on a GPU) for a preset, plus the data pipeline's rate.
+"""GUR training throughput: tokens/s and MFU per attention kernel x packing x fused LM head x batch size.
 
-    .venv/bin/python benchmarks/train_throughput.py --preset tiny                       # CPU
-    python benchmarks/train_throughput.py --preset small --bucket long --batch 256      # GPU, bf16
+    .venv/bin/python benchmarks/train_throughput.py --preset tiny                       # CPU, one row
+    .venv/bin/python benchmarks/train_throughput.py --preset tiny --sweep               # CPU, every combination
+    python benchmarks/train_throughput.py --preset small --bucket long --sweep --batch 64,128,256,512   # GPU, bf16
     .venv/bin/python benchmarks/train_throughput.py --demo-run --steps 600              # the train flow on demo shards
 
 Batches are real: demo-corpus pairs (tests/train_shards.py), tokenised and span-masked by
-`models.pair_data`, padded to the bucket's fixed length. The model step (forward, backward,
-AdamW) is timed on pre-built batches, so it measures the model, not the loader; the loader's
-own rate is printed next to it. MFU = analytic FLOPs of the padded shapes (forward + backward
-= 3x forward, 2 FLOPs per multiply-add) / step time / peak (`--peak-tflops`, default: H100
-SXM dense bf16, 989).
+`models.pair_data`, padded to the bucket's fixed length or packed (`--packing on`). Every
+combination collates the same pair draws with the same masking seed, so rows differ only in
+layout. The model step (forward, backward, AdamW) is timed on pre-built batches, so it measures
+the model, not the loader; the loader's own rate is printed next to it.
+
+FLOPs are analytic (`flops_per_step`): per sequence of E encoder and D decoder tokens, with
+d = d_model, a = heads x d_kv, f = d_ff (x3 gated, x2 otherwise) and V = vocabulary,
+
+    encoder MACs = layers x (4 d a + f + 2 E a) x E
+    decoder MACs = layers x ((6 d a + f + 2 D a + 2 E a) x D + 2 d a E) + V d D
+    head MACs    = d^2 + d x vector_dim
+    training FLOPs = 3 (forward + backward) x 2 (per multiply-add) x MACs
+
+    MFU        = model FLOPs / step time / peak,  model FLOPs = the sum over sentences of their real lengths
+    MFU shapes = the same over the shapes computed (rows x padded or packed width), pads included
+
+with peak = `--peak-tflops` (default: H100 SXM dense bf16, 989 TFLOP/s). MFU is the useful-work
+figure that packing moves; MFU shapes is what the first GPU figures in the README used
+(fixed shapes: every pad counted). On a CPU both are printed against the same H100 peak, so only
+their ratios between rows mean anything there.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -49,10 +66,37 @@ def flops_per_step(cfg: GurModelConfig, rows: int, enc_len: int, dec_len: int, o
     return 3 * 2 * macs * rows
 
 
-def demo_batches(shards: Path, tok, bucket: str, batch: int, count: int, seq_len: int, fixed: bool) -> list[dict]:
+def demo_pairs(shards: Path, tok, bucket: str, batch: int, count: int) -> list[list[tuple[str, str, str]]]:
     stream = PairStream(DataConfig(str(shards), short_batch=batch, long_batch=batch, heldout_fraction=0.0), tok)
+    return [stream.next_pairs(bucket) for _ in range(count)]
+
+
+def layout_batches(pair_lists: list, tok, seq_len: int, fixed: bool, pack_len: int) -> list[dict]:
+    """The same pairs and masking draws (seed 0) as padded or packed batches."""
     rng = np.random.default_rng(0)
-    return [collate(stream.next_pairs(bucket), tok, seq_len, rng, fixed_shape=fixed) for _ in range(count)]
+    return [collate(p, tok, seq_len, rng, fixed_shape=fixed, pack_len=pack_len) for p in pair_lists]
+
+
+def sentence_lengths(batch: dict) -> list[tuple[int, int]]:
+    """(encoder tokens, target tokens) of every sentence, padded or packed."""
+    if "segment_ids" in batch:
+        enc = (batch["sentence_ends"] - batch["sentence_starts"] + 1).tolist()
+        dec = torch.bincount(batch["decoder_segment_ids"].flatten(), minlength=len(enc) + 1)[1:].tolist()
+        return list(zip(enc, dec, strict=True))
+    enc = batch["attention_mask"].sum(1).tolist()
+    dec = (batch["labels"] != -100).sum(1).tolist()
+    return list(zip(enc, dec, strict=True))
+
+
+def model_flops(cfg: GurModelConfig, batch: dict, objective: str) -> float:
+    """Training FLOPs of the real tokens: each sentence at its own length, no pads."""
+    return sum(flops_per_step(cfg, 1, e, d if objective != "cl" else 0, objective) for e, d in sentence_lengths(batch))
+
+
+def shape_flops(cfg: GurModelConfig, batch: dict, objective: str) -> float:
+    """Training FLOPs of the shapes computed: every row at the batch's padded (or packed) width."""
+    rows, enc_len = batch["input_ids"].shape
+    return flops_per_step(cfg, rows, enc_len, batch["labels"].shape[1] if objective != "cl" else 0, objective)
 
 
 def loader_rate(shards: Path, tok, batch: int, seconds: float = 3.0) -> float:
@@ -74,37 +118,49 @@ def synthetic_pairs(n: int, words: int, seed: int = 0) -> list[tuple[str, str, s
     ]
 
 
-def benchmark(args: argparse.Namespace) -> dict:
-    device = torch.device("cuda" if torch.cuda.is_available() and args.device != "cpu" else "cpu")
-    torch.backends.cuda.matmul.allow_tf32 = True  # as the training loop does
-    if args.threads:
-        torch.set_num_threads(args.threads)
+def parse_list(text: str, kind=str) -> list:
+    return [kind(x) for x in text.split(",") if x]
+
+
+def prepare(args: argparse.Namespace) -> tuple:
+    """Tokenizer, the pair draws per batch size, and the shard folder (None with --synthetic)."""
+    seq_len = 32 if args.bucket == "short" else 128
+    batches = parse_list(args.batch, int)
+    if args.synthetic:
+        pairs = synthetic_pairs(8 * max(batches), words=seq_len)
+        tok = train_wordpiece([t for p in pairs for t in p[1:]], vocab_size=args.vocab)
+        draws = {b: [pairs[i * b : (i + 1) * b] for i in range(8)] for b in batches}
+        return tok, draws, None
+    from train_shards import demo_documents, write_demo_shards
+
+    tmp = Path(tempfile.mkdtemp(prefix="gur-bench-"))
+    write_demo_shards(tmp, max_docs=args.docs)
+    texts = [s for doc in demo_documents()[: args.docs] for s in doc[2]]
+    tok = train_wordpiece(texts, vocab_size=args.vocab)
+    return tok, {b: demo_pairs(tmp, tok, args.bucket, b, 8) for b in batches}, tmp
+
+
+def measure(args, device, tok, pair_lists, attention: str, packing: bool, fused: bool) -> dict:
+    """One combination: build the model, warm up, time `args.steps` steps on the pre-built batches."""
     seq_len = 32 if args.bucket == "short" else 128
     fixed = args.fixed_shapes or args.compile
-    tmp = None
-    if args.synthetic:
-        pairs = synthetic_pairs(8 * args.batch, words=seq_len)
-        tok = train_wordpiece([t for p in pairs for t in p[1:]], vocab_size=args.vocab)
-        rng = np.random.default_rng(0)
-        chunks = [pairs[i * args.batch : (i + 1) * args.batch] for i in range(8)]
-        batches = [collate(c, tok, seq_len, rng, fixed_shape=fixed) for c in chunks]
-    else:
-        from train_shards import demo_documents, write_demo_shards
-
-        tmp = Path(tempfile.mkdtemp(prefix="gur-bench-"))
-        write_demo_shards(tmp, max_docs=args.docs)
-        texts = [s for doc in demo_documents()[: args.docs] for s in doc[2]]
-        tok = train_wordpiece(texts, vocab_size=args.vocab)
-        batches = demo_batches(tmp, tok, args.bucket, args.batch, 8, seq_len, fixed)
+    pack_len = (args.pack_len or seq_len) if packing else 0
+    batches = layout_batches(pair_lists, tok, seq_len, fixed, pack_len)
     cfg = preset_config(
-        args.preset, vocab_size=tok.vocab_size, pad_id=tok.pad_id, eos_id=tok.eos_id, cls_id=tok.cls_id
+        args.preset,
+        vocab_size=tok.vocab_size,
+        pad_id=tok.pad_id,
+        eos_id=tok.eos_id,
+        cls_id=tok.cls_id,
+        attention=attention,
+        fused_lm_head=fused,
     )
     torch.manual_seed(0)
     model = GurModel(cfg).to(device)
     loss_fn = GurLoss(torch.compile(model) if args.compile else model, args.objective)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
-    batches = [{k: v.to(device) for k, v in b.items()} for b in batches]
+    on_device = [{k: v.to(device) for k, v in b.items()} for b in batches]
 
     def step(b: dict) -> None:
         with autocast:
@@ -114,46 +170,105 @@ def benchmark(args: argparse.Namespace) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     for i in range(args.warmup):
-        step(batches[i % len(batches)])
+        step(on_device[i % len(on_device)])
     if device.type == "cuda":
         torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(args.steps):
-        step(batches[i % len(batches)])
+        step(on_device[i % len(on_device)])
     if device.type == "cuda":
         torch.cuda.synchronize()
     dt = (time.perf_counter() - t0) / args.steps
+    cpu_dt = (time.process_time() - c0) / args.steps
     real = np.mean([count_tokens(b) for b in batches])
-    rows = 2 * args.batch
-    enc_len = np.mean([b["input_ids"].shape[1] for b in batches])
-    dec_len = np.mean([b["labels"].shape[1] for b in batches]) if args.objective != "cl" else 0
-    padded = rows * (enc_len + dec_len)
-    flops = np.mean(
-        [flops_per_step(cfg, rows, b["input_ids"].shape[1], b["labels"].shape[1], args.objective) for b in batches]
+    computed = np.mean(
+        [b["input_ids"].numel() + (b["labels"].numel() if args.objective != "cl" else 0) for b in batches]
     )
-    result = {
+    useful = np.mean([model_flops(cfg, b, args.objective) for b in batches])
+    shapes = np.mean([shape_flops(cfg, b, args.objective) for b in batches])
+    peak = args.peak_tflops * 1e12
+    row = {
+        "attention": attention,
+        "packing": packing,
+        "fused_head": fused,
+        "pairs_per_batch": len(pair_lists[0]),
+        "rows_per_batch": round(float(np.mean([b["input_ids"].shape[0] for b in batches])), 1),
+        "step_ms": round(dt * 1000, 2),
+        "cpu_ms_per_step": round(cpu_dt * 1000, 2),
+        "tokens_per_s": round(real / dt),
+        "pad_share": round(1 - real / computed, 3),
+        "model_tflops": round(useful / dt / 1e12, 4),
+        "mfu": round(useful / dt / peak, 5),
+        "mfu_shapes": round(shapes / dt / peak, 5),
+    }
+    if device.type == "cuda":
+        row["max_mem_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    return row
+
+
+def benchmark(args: argparse.Namespace) -> dict:
+    device = torch.device("cuda" if torch.cuda.is_available() and args.device != "cpu" else "cpu")
+    torch.backends.cuda.matmul.allow_tf32 = True  # as the training loop does
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tok, draws, shards = prepare(args)
+    if args.sweep:
+        combos = list(itertools.product(("eager", "sdpa", "flex"), (False, True), (False, True)))
+    else:
+        combos = [(args.attention, args.packing == "on", args.fused_head == "on")]
+    rows = []
+    for batch, pair_lists in draws.items():
+        for attention, packing, fused in combos:
+            if attention == "flex" and device.type != "cuda":
+                rows.append(
+                    {
+                        "attention": attention,
+                        "packing": packing,
+                        "fused_head": fused,
+                        "pairs_per_batch": batch,
+                        "skipped": "no FlexAttention backward on the CPU (torch 2.13): to be measured on a GPU",
+                    }
+                )
+                continue
+            rows.append(measure(args, device, tok, pair_lists, attention, packing, fused))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return {
         "device": torch.cuda.get_device_name()
         if device.type == "cuda"
         else f"cpu ({torch.get_num_threads()} threads)",
         "preset": args.preset,
-        "params_m": round(model.num_params() / 1e6, 2),
         "objective": args.objective,
         "bucket": args.bucket,
-        "pairs_per_batch": args.batch,
-        "step_ms": round(dt * 1000, 2),
-        "tokens_per_s": round(real / dt),
-        "padded_tokens_per_s": round(padded / dt),
-        "tflops": round(flops / dt / 1e12, 3),
         "compile": args.compile,
-        "mean_padded_len": [round(float(enc_len), 1), round(float(dec_len), 1)],
-        "loader_tokens_per_s": round(loader_rate(tmp, tok, args.batch)) if tmp else None,
+        "peak_tflops": args.peak_tflops,
         "vocab": tok.vocab_size,
+        "loader_tokens_per_s": round(loader_rate(shards, tok, max(draws))) if shards else None,
+        "rows": rows,
     }
-    if device.type == "cuda":
-        result["mfu"] = round(flops / dt / (args.peak_tflops * 1e12), 4)
-        result["max_mem_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-    return result
+
+
+def markdown(result: dict) -> str:
+    """The rows as a README table."""
+    head = (
+        "| attention | packing | fused head | pairs | tokens/s | model TFLOP/s | MFU | MFU shapes | pads | step ms |"
+    )
+    lines = [head, "|" + "---|" * 10]
+    for r in result["rows"]:
+        on = ("on" if r["packing"] else "off", "on" if r["fused_head"] else "off")
+        if "skipped" in r:
+            lines.append(
+                f"| {r['attention']} | {on[0]} | {on[1]} | {r['pairs_per_batch']} | to be measured | | | | | |"
+            )
+            continue
+        lines.append(
+            f"| {r['attention']} | {on[0]} | {on[1]} | {r['pairs_per_batch']} | {r['tokens_per_s']:,} | "
+            f"{r['model_tflops']:.4f} | {r['mfu']:.2%} | {r['mfu_shapes']:.2%} | {r['pad_share']:.0%} | "
+            f"{r['step_ms']} |"
+        )
+    return "\n".join(lines)
 
 
 def demo_run(args: argparse.Namespace) -> dict:
@@ -208,7 +323,13 @@ def main() -> None:
     p.add_argument("--preset", default="tiny")
     p.add_argument("--objective", default="lm+cl", choices=["lm+cl", "cl", "lm"])
     p.add_argument("--bucket", default="long", choices=["short", "long"])
-    p.add_argument("--batch", type=int, default=16, help="pairs per batch (2x rows)")
+    p.add_argument("--batch", default="16", help="pairs per batch (2x sentences); a comma list gives the batch curve")
+    p.add_argument("--attention", default="eager", choices=["eager", "sdpa", "flex"], help="without --sweep")
+    p.add_argument("--packing", default="off", choices=["off", "on"], help="without --sweep")
+    p.add_argument("--fused-head", default="off", choices=["off", "on"], help="without --sweep")
+    p.add_argument("--pack-len", type=int, default=0, help="packed row width (default: the bucket's length)")
+    p.add_argument("--sweep", action="store_true", help="every attention x packing x fused head combination")
+    p.add_argument("--markdown", action="store_true", help="also print the rows as a README table")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--vocab", type=int, default=8000)
@@ -226,7 +347,10 @@ def main() -> None:
     p.add_argument("--cl-inputs", default="masked", choices=["masked", "clean"], help="--demo-run: CL views")
     p.add_argument("--min-lcs", type=int, default=10, help="--demo-run: LCS filter of the demo pairs (chars)")
     args = p.parse_args()
-    print(json.dumps(demo_run(args) if args.demo_run else benchmark(args), indent=2))
+    result = demo_run(args) if args.demo_run else benchmark(args)
+    print(json.dumps(result, indent=2))
+    if args.markdown and not args.demo_run:
+        print(markdown(result))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ normalise (the reference code skips the normalisation; the paper says cosine). P
 keeps its pretrained vectors' geometry that way). `init_from` warm-starts from a local pretrained
 BERT-style encoder folder as a bert2bert encoder-decoder (decoder and cross-attention from the
 same weights, as in Rothe et al. 2020), since no pretrained T5 installs offline.
+
+Throughput options of the T5 (models/attention.py, models/packing.py, models/fused_head.py):
+`attention` picks the kernel (`eager`: transformers' own forward, the default; `sdpa`, `flex`:
+our forward over the same modules), a packed batch (with `segment_ids`) is encoded, decoded
+and pooled per segment, and `fused_lm_head` computes the LM loss in chunks without full logits.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 from transformers.modeling_outputs import BaseModelOutput
+
+from models import t5_forward
+from models.attention import check_attention
+from models.fused_head import linear_cross_entropy
+from models.packing import pool_segments, shift_right_in_segments
 
 POOLINGS = ("cls", "mean", "eos")
 HEADS = ("mlp", "none")
@@ -49,6 +59,8 @@ class GurModelConfig:
     head: str = "mlp"
     pooling: str = "cls"
     init_from: str = ""  # a local pretrained encoder folder (bert2bert warm start); "" = T5 from scratch
+    attention: str = "eager"  # eager | sdpa | flex (models.attention); T5 only
+    fused_lm_head: bool = False  # chunked LM head + cross-entropy (models.fused_head); T5 only
     pad_id: int = 0
     eos_id: int = 1
     cls_id: int = 2
@@ -146,6 +158,9 @@ class GurModel(nn.Module):
             raise ValueError(f"unknown pooling {config.pooling!r}; choose from {POOLINGS}")
         if config.head not in HEADS:
             raise ValueError(f"unknown head {config.head!r}; choose from {HEADS}")
+        check_attention(config.attention)
+        if config.init_from and (config.attention != "eager" or config.fused_lm_head):
+            raise ValueError("attention and fused_lm_head apply to the T5 model; a warm start (init_from) keeps eager")
         self.config = config
         self.seq2seq = build_seq2seq(config, load_weights)
         d = hidden_size(self.seq2seq)
@@ -156,31 +171,74 @@ class GurModel(nn.Module):
     def vector_dim(self) -> int:
         return self.config.vector_dim if self.config.head == "mlp" else hidden_size(self.seq2seq)
 
-    def encode(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        return self.seq2seq.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def own_forward(self, packed: dict[str, Tensor] | None) -> bool:
+        """Our T5 forward (models.t5_forward) rather than transformers': for packing, sdpa / flex, the fused head."""
+        cfg = self.config
+        return packed is not None or cfg.attention != "eager" or cfg.fused_lm_head
 
-    def embed_hidden(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
-        pooled = pool(hidden, attention_mask, self.config.pooling)  # (B, C)
-        return F.normalize(self.projection(pooled).float(), dim=-1)  # (B, self.vector_dim)
+    def encode(self, input_ids: Tensor, attention_mask: Tensor, packed: dict[str, Tensor] | None = None) -> Tensor:
+        """(B, T) -> (B, T, C); `packed`: the batch's `segment_ids`, `sentence_starts`, `sentence_ends`."""
+        if not self.own_forward(packed):
+            return self.seq2seq.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        segments = packed["segment_ids"] if packed is not None else attention_mask
+        return t5_forward.encode(self.seq2seq.encoder, input_ids, segments, self.config.attention)
 
-    def forward(
-        self, input_ids: Tensor, attention_mask: Tensor, labels: Tensor | None = None, embed: bool = True
-    ) -> dict[str, Tensor]:
-        """input_ids, attention_mask (B, T); labels (B, L) with -100 at padding. Returns embeddings and/or lm_loss."""
-        hidden = self.encode(input_ids, attention_mask)  # (B, T, C)
-        out: dict[str, Tensor] = {}
-        if embed:
-            out["embeddings"] = self.embed_hidden(hidden, attention_mask)
-        if labels is not None:
-            lm = self.seq2seq(
+    def embed_hidden(self, hidden: Tensor, attention_mask: Tensor, packed: dict[str, Tensor] | None = None) -> Tensor:
+        if packed is None:
+            pooled = pool(hidden, attention_mask, self.config.pooling)  # (B, C)
+        else:
+            starts, ends = packed["sentence_starts"], packed["sentence_ends"]
+            pooled = pool_segments(hidden, packed["segment_ids"], starts, ends, self.config.pooling)  # (n, C)
+        return F.normalize(self.projection(pooled).float(), dim=-1)  # (B or n, self.vector_dim)
+
+    def lm_loss(
+        self, hidden: Tensor, attention_mask: Tensor, labels: Tensor, packed: dict[str, Tensor] | None
+    ) -> Tensor:
+        """Span-infilling cross-entropy (mean over labelled tokens) given the encoder states."""
+        if not self.own_forward(packed):
+            out = self.seq2seq(
                 encoder_outputs=BaseModelOutput(last_hidden_state=hidden), attention_mask=attention_mask, labels=labels
             )
-            out["lm_loss"] = lm.loss
+            return out.loss
+        t5 = self.seq2seq
+        if packed is not None:
+            segments, memory_segments = packed["decoder_segment_ids"], packed["segment_ids"]
+        else:
+            segments, memory_segments = torch.ones_like(labels), attention_mask
+        decoder_ids = shift_right_in_segments(
+            labels, segments, t5.config.decoder_start_token_id, t5.config.pad_token_id
+        )
+        states = t5_forward.decode(t5.decoder, decoder_ids, segments, hidden, memory_segments, self.config.attention)
+        if t5.config.scale_decoder_outputs:
+            states = states * (t5.model_dim**-0.5)
+        if self.config.fused_lm_head:
+            return linear_cross_entropy(states, t5.lm_head.weight, labels)
+        logits = t5.lm_head(states)  # (B, L, V)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        labels: Tensor | None = None,
+        embed: bool = True,
+        packed: dict[str, Tensor] | None = None,
+    ) -> dict[str, Tensor]:
+        """input_ids, attention_mask (B, T); labels (B, L) with -100 at padding. Returns embeddings and/or lm_loss.
+
+        `packed` (a packed batch's segment tensors, models.packing): the rows hold several sentences;
+        the embeddings are then one per sentence, in sentence order."""
+        hidden = self.encode(input_ids, attention_mask, packed)  # (B, T, C)
+        out: dict[str, Tensor] = {}
+        if embed:
+            out["embeddings"] = self.embed_hidden(hidden, attention_mask, packed)
+        if labels is not None:
+            out["lm_loss"] = self.lm_loss(hidden, attention_mask, labels, packed)
         return out
 
     @torch.no_grad()
-    def embed(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        return self.embed_hidden(self.encode(input_ids, attention_mask), attention_mask)
+    def embed(self, input_ids: Tensor, attention_mask: Tensor, packed: dict[str, Tensor] | None = None) -> Tensor:
+        return self.embed_hidden(self.encode(input_ids, attention_mask, packed), attention_mask, packed)
 
     def num_params(self, non_embedding: bool = False) -> int:
         n = sum(p.numel() for p in self.parameters())

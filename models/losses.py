@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from models.packing import SENTENCE_KEYS
+
 TEMPERATURE = 0.1
 
 
@@ -46,12 +48,21 @@ def uniform_loss(n: int) -> float:
     return math.log(n)
 
 
+def packed_views(batch: dict[str, Tensor], prefix: str) -> dict[str, dict[str, Tensor]]:
+    """`{"packed": ...}` for a packed batch (models.packing), else nothing: the model's keyword argument."""
+    if f"{prefix}segment_ids" not in batch:
+        return {}
+    keys = SENTENCE_KEYS + (("decoder_segment_ids",) if not prefix else ())
+    return {"packed": {k: batch[prefix + k] for k in keys}}
+
+
 class GurLoss(nn.Module):
     """LM + alpha * CL for one batch; `objective` is `lm+cl`, `cl` or `lm`.
 
     The batch holds 2N masked sentences, the N `a` sides then the N `b` sides (see
-    `models.pair_data.collate`); the CL loss compares the projections of the two halves, of the
-    masked inputs as in the paper (one encoder pass), or of `cl_input_ids` when the batch has them.
+    `models.pair_data.collate`; packed or padded, the embeddings come in that order); the CL loss
+    compares the projections of the two halves, of the masked inputs as in the paper (one encoder
+    pass), or of `cl_input_ids` when the batch has them.
     """
 
     def __init__(
@@ -76,9 +87,12 @@ class GurLoss(nn.Module):
                 batch["attention_mask"],
                 labels=batch["labels"] if use_lm else None,
                 embed=use_cl and not clean,
+                **packed_views(batch, ""),
             )
         if clean:
-            out["embeddings"] = self.model(batch["cl_input_ids"], batch["cl_attention_mask"], embed=True)["embeddings"]
+            views = packed_views(batch, "cl_")
+            clean_out = self.model(batch["cl_input_ids"], batch["cl_attention_mask"], embed=True, **views)
+            out["embeddings"] = clean_out["embeddings"]
         parts: dict[str, Tensor] = {}
         loss = torch.zeros((), device=batch["input_ids"].device)
         if use_lm:

@@ -4,7 +4,8 @@ Layout read: `<shards>/<bucket>/part-*.parquet` (buckets `short` and `long`), co
 `pair_id`, `a`, `b` at least. Per bucket, the row groups of all its files are visited in a
 seeded order per epoch (`rank::world` of it under DDP) and their rows go through a shuffle
 buffer. Each batch comes from one bucket (drawn in proportion to the bucket's rows) and is
-padded to its longest row (with `fixed_shapes`: to the bucket's sequence length). A pair
+padded to its longest row (with `fixed_shapes`: to the bucket's sequence length), or with
+`packing` packed several sentences per row (`models.packing`). A pair
 whose document is already in the batch is deferred to a later batch, so the in-batch
 negatives of a pair never come from its own document. Held-out pairs (a seeded hash of
 `doc_id` or `pair_id` below `heldout_fraction`) are skipped here; `heldout_pairs` serves them.
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from models.packing import pack_encoder, pack_targets
 from models.span_masking import MASK_RATIO, corrupt, max_target_len
 from models.tokenizer import GurTokenizer
 
@@ -46,9 +48,15 @@ class DataConfig:
     max_deferred: int = 4096  # deferred pairs beyond this are dropped (counted)
     fixed_shapes: bool = False  # pad every batch to the bucket's full length (static shapes for torch.compile)
     clean_views: bool = False  # also emit unmasked inputs for the contrastive loss
+    packing: bool = False  # several sentences per row (models.packing)
+    pack_len: int = 0  # packed row width; 0: the bucket's sequence length
 
     def seq_len(self, bucket: str) -> int:
         return self.short_seq_len if bucket == "short" else self.long_seq_len
+
+    def pack_width(self, bucket: str) -> int:
+        """The packed row width of `bucket`, 0 without packing."""
+        return (self.pack_len or self.seq_len(bucket)) if self.packing else 0
 
     def batch_size(self, bucket: str) -> int:
         return self.short_batch if bucket == "short" else self.long_batch
@@ -87,6 +95,7 @@ def collate(
     ratio: float = MASK_RATIO,
     fixed_shape: bool = False,
     clean_views: bool = False,
+    pack_len: int = 0,
 ) -> dict[str, torch.Tensor]:
     """Pairs -> padded tensors; rows 0..N-1 are the `a` sides, N..2N-1 the `b` sides.
 
@@ -97,6 +106,8 @@ def collate(
     torch.compile) to input_ids, attention_mask: (2N, seq_len) and labels: (2N, label_len(seq_len)).
     `clean_views` adds `cl_input_ids` / `cl_attention_mask`: the same crops unmasked, for a
     contrastive loss on clean sentences (the paper computes it on the masked inputs).
+    `pack_len` > 0 packs the same sentences, masks and targets into rows of that many tokens
+    instead (`models.packing`; no further random draws, so the batch holds what the padded one would).
     """
     texts = [p[1] for p in pairs] + [p[2] for p in pairs]
     body = seq_len - 2
@@ -113,6 +124,12 @@ def collate(
             ids, target = corrupt(ids, tok.sentinel_ids, tok.eos_id, rng, ratio)
         rows.append([tok.cls_id, *ids, tok.eos_id])
         targets.append(target)
+    if pack_len:
+        batch, packed_rows = pack_encoder(rows, pack_len, tok.pad_id, fixed_shape)
+        batch.update(pack_targets(targets, packed_rows))
+        if clean_views:
+            batch.update(pack_encoder(clean, pack_len, tok.pad_id, fixed_shape, prefix="cl_")[0])
+        return batch
     width, lwidth = seq_len, label_len(seq_len, ratio)
     if not fixed_shape:
         width = min(seq_len, _round8(max(len(r) for r in rows)))
@@ -286,7 +303,16 @@ class PairStream:
         pairs = self.next_pairs(bucket)
         cfg = self.config
         seq_len = cfg.seq_len(bucket)
-        return bucket, collate(pairs, self.tok, seq_len, self.rng, cfg.mask_ratio, cfg.fixed_shapes, cfg.clean_views)
+        return bucket, collate(
+            pairs,
+            self.tok,
+            seq_len,
+            self.rng,
+            cfg.mask_ratio,
+            cfg.fixed_shapes,
+            cfg.clean_views,
+            cfg.pack_width(bucket),
+        )
 
 
 def heldout_pairs(config: DataConfig, limit: int) -> dict[str, list[Pair]]:

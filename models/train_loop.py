@@ -33,6 +33,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from models.attention import check_attention
 from models.checkpoints import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from models.gur_t5 import GurModel, preset_config
 from models.losses import GurLoss, compute_loss_from_embeddings, in_batch_accuracy
@@ -89,6 +90,11 @@ class TrainConfig:
     heldout_key: str = "doc"
     fixed_shapes: bool = False  # pad to the bucket length: static shapes, for `compile` on a GPU
     cl_inputs: str = "masked"  # masked: CL on the masked inputs (the paper, one encoder pass); clean: a second pass
+    # Throughput (gur, T5 from scratch; see `check_throughput_options`): the same losses, fewer wasted FLOPs.
+    attention: str = "eager"  # eager | sdpa | flex (models.attention; flex trains on a GPU only)
+    packing: bool = False  # several sentences per row under a block-diagonal mask (models.packing)
+    pack_len: int = 0  # packed row width in tokens; 0: each bucket's sequence length
+    fused_lm_head: bool = False  # LM head + cross-entropy in chunks, never the full logits (models.fused_head)
     seed: int = 0
     dtype: str = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
     compile: bool = False
@@ -139,6 +145,28 @@ class TrainConfig:
             heldout_key=self.heldout_key,
             fixed_shapes=self.fixed_shapes,
             clean_views=self.cl_inputs == "clean" and self.objective != "lm",
+            packing=self.packing,
+            pack_len=self.pack_len,
+        )
+
+
+def check_throughput_options(cfg: TrainConfig, device: torch.device) -> None:
+    """One-line errors for attention / packing / fused_lm_head values that cannot run."""
+    check_attention(cfg.attention)
+    changed = [
+        name
+        for name, default in (("attention", "eager"), ("packing", False), ("pack_len", 0), ("fused_lm_head", False))
+        if getattr(cfg, name) != default
+    ]
+    if changed and (cfg.method != "gur" or cfg.init_from):
+        raise ValueError(
+            f"{', '.join(changed)}: options of the GUR T5 trained from scratch (method gur, no init_from)"
+        )
+    if cfg.pack_len and cfg.pack_len < max(cfg.short_seq_len, cfg.long_seq_len):
+        raise ValueError(f"pack_len {cfg.pack_len} is shorter than a bucket's sequence length; use 0 or >= both")
+    if cfg.attention == "flex" and device.type != "cuda":
+        raise ValueError(
+            "attention 'flex' trains on a GPU only (torch has no FlexAttention backward on the CPU); use sdpa"
         )
 
 
@@ -296,6 +324,8 @@ def build_gur(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, loa
         init_from=cfg.init_from,
         head=cfg.model_head(),
         dropout=cfg.dropout,
+        attention=cfg.attention,
+        fused_lm_head=cfg.fused_lm_head,
     )
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     model = GurModel(mcfg, load_weights=load_weights)
@@ -458,6 +488,7 @@ def _train(cfg: TrainConfig) -> dict[str, Any]:
 
     if cfg.method not in METHODS:
         raise ValueError(f"unknown method {cfg.method!r}; choose from {sorted(METHODS)}")
+    check_throughput_options(cfg, device)
     resume = latest_checkpoint(ckpt_dir)
     ckpt = load_checkpoint(resume) if resume else None
     recipe = METHODS[cfg.method](cfg, out, rank, world, ddp, load_weights=ckpt is None)

@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 RUNTIME_KEYS = ("out_dir", "shards", "questions", "threads", "stop_at_step", "ckpt_every_s")
 # Fields added after runs were made: hashed only when set to something else, so a run made before a
 # field existed keeps its fingerprint (and its folder, checkpoints and nightly history).
-LATER_FIELDS = {"sampling": "random"}
+LATER_FIELDS = {"sampling": "random", "attention": "eager", "packing": False, "pack_len": 0, "fused_lm_head": False}
 INPUT_STAGES = {"gur": ("shuffle",), "tfcsg": ("keywords",), "simcse": ("keywords", "file")}
 
 

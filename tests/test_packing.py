@@ -1,0 +1,154 @@
+"""Sequence packing: a packed batch gives the padded batch's per-sentence vectors, losses and gradients."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from models.gur_t5 import GurModel, pool, preset_config  # noqa: E402
+from models.losses import GurLoss  # noqa: E402
+from models.packing import first_fit_decreasing, pack_encoder, pool_segments, shift_right_in_segments  # noqa: E402
+from models.pair_data import collate, count_tokens  # noqa: E402
+from models.tokenizer import train_wordpiece  # noqa: E402
+
+PAIRS = [
+    ("d1", "Anarchism is a political philosophy.", "Anarchists reject involuntary hierarchy of every kind."),
+    ("d2", "Autism is a developmental disorder.", "Autistic children show repetitive behaviour."),
+    ("d3", "Albedo measures the reflectance of a surface.", "Snow has a high albedo."),
+    ("d4", "Alabama is a state in the southeast.", "Montgomery is the capital of Alabama."),
+    ("d5", "Achilles was a hero of the Trojan War.", "Homer tells of the wrath of Achilles."),
+    ("d6", "Lincoln was the sixteenth president.", "Lincoln led the Union in the Civil War."),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return train_wordpiece([t for p in PAIRS for t in p[1:]] * 5, vocab_size=300, min_frequency=1)
+
+
+def tiny(tok, **kw) -> GurModel:
+    torch.manual_seed(0)
+    cfg = preset_config(
+        "tiny", vocab_size=tok.vocab_size, pad_id=tok.pad_id, eos_id=tok.eos_id, cls_id=tok.cls_id, dropout=0.0, **kw
+    )
+    return GurModel(cfg)
+
+
+def test_first_fit_decreasing_fills_rows_within_the_width():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        lengths = rng.integers(1, 33, size=int(rng.integers(1, 40))).tolist()
+        rows = first_fit_decreasing(lengths, 32)
+        assert sorted(i for row in rows for i in row) == list(range(len(lengths)))  # each once
+        assert all(sum(lengths[i] for i in row) <= 32 for row in rows)
+        assert len(rows) <= 2 * -(-sum(lengths) // 32)  # any first-fit uses fewer than twice the minimum
+        assert rows == first_fit_decreasing(lengths, 32)  # deterministic
+    assert first_fit_decreasing([5, 20, 10, 12], 32) == [[1, 3], [0, 2]]  # 20+12, then 10+5
+    with pytest.raises(ValueError, match="33 tokens does not fit a packed row of 32"):
+        first_fit_decreasing([33], 32)
+
+
+def test_shift_right_in_one_segment_is_t5s_shift_right():
+    model = tiny(train_wordpiece(["a b c"] * 3, vocab_size=50))
+    labels = torch.randint(3, 50, (5, 9))
+    labels[:, 6:] = -100
+    ours = shift_right_in_segments(labels, torch.ones_like(labels), 0, 0)
+    assert torch.equal(ours, model.seq2seq._shift_right(labels))
+    packed = torch.tensor([[7, 8, 9, 4, 5, -100]])
+    segments = torch.tensor([[1, 1, 1, 2, 2, 0]])
+    assert shift_right_in_segments(packed, segments, 0, 0).tolist() == [[0, 7, 8, 0, 4, 0]]
+
+
+def test_pool_segments_equals_pool_on_the_padded_rows():
+    g = torch.Generator().manual_seed(0)
+    seqs = [list(range(n)) for n in (5, 9, 3, 12, 7)]
+    packed, _ = pack_encoder(seqs, 16, 0, fixed_width=False)
+    hidden = torch.randn(*packed["input_ids"].shape, 4, generator=g)
+    flat = hidden.reshape(-1, 4)
+    padded = torch.zeros(len(seqs), 12, 4)
+    mask = torch.zeros(len(seqs), 12, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        start = int(packed["sentence_starts"][i])
+        padded[i, : len(s)] = flat[start : start + len(s)]
+        mask[i, : len(s)] = 1
+    for mode in ("cls", "mean", "eos"):
+        got = pool_segments(hidden, packed["segment_ids"], packed["sentence_starts"], packed["sentence_ends"], mode)
+        torch.testing.assert_close(got, pool(padded, mask, mode))
+
+
+def losses_and_grads(model: GurModel, batch: dict, objective: str = "lm+cl"):
+    loss, parts = GurLoss(model, objective)(batch)
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return loss.detach(), {k: v.detach() for k, v in parts.items()}, grads
+
+
+@pytest.mark.parametrize(
+    "attention,pooling,fused",
+    [("eager", "cls", False), ("sdpa", "mean", False), ("sdpa", "eos", True), ("eager", "mean", True)],
+)
+def test_packed_batch_gives_the_padded_batchs_vectors_losses_and_grads(tok, attention, pooling, fused):
+    padded = collate(PAIRS, tok, 32, np.random.default_rng(7))
+    packed = collate(PAIRS, tok, 32, np.random.default_rng(7), pack_len=32)
+    assert packed["input_ids"].shape[0] < padded["input_ids"].shape[0]  # several sentences share a row
+    assert count_tokens(packed) == count_tokens(padded)  # the same real tokens and targets
+    reference = tiny(tok, pooling=pooling)  # transformers' own padded forward
+    model = tiny(tok, pooling=pooling, attention=attention, fused_lm_head=fused)
+    with torch.no_grad():
+        want = reference(padded["input_ids"], padded["attention_mask"])["embeddings"]
+        views = {k: packed[k] for k in ("segment_ids", "sentence_starts", "sentence_ends")}
+        got = model(packed["input_ids"], packed["attention_mask"], packed=views)["embeddings"]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)  # one vector per sentence, in sentence order
+    loss0, parts0, grads0 = losses_and_grads(reference, padded)
+    loss1, parts1, grads1 = losses_and_grads(model, packed)
+    torch.testing.assert_close(loss1, loss0, rtol=1e-5, atol=1e-5)
+    for k in ("lm", "cl", "acc"):
+        torch.testing.assert_close(parts1[k], parts0[k], rtol=1e-5, atol=1e-5)
+    assert grads1.keys() == grads0.keys()
+    for name, grad in grads1.items():
+        torch.testing.assert_close(grad, grads0[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_packed_clean_views_and_wide_rows(tok):
+    """Clean views are packed too; a row wider than the bucket holds more sentences and still matches."""
+    padded = collate(PAIRS, tok, 32, np.random.default_rng(3), clean_views=True)
+    packed = collate(PAIRS, tok, 32, np.random.default_rng(3), clean_views=True, pack_len=64)
+    assert packed["cl_input_ids"].shape[0] < padded["cl_input_ids"].shape[0]
+    assert torch.equal(  # the same clean tokens, in the same order
+        packed["cl_input_ids"].flatten()[packed["cl_attention_mask"].flatten() > 0].sort().values,
+        padded["cl_input_ids"].flatten()[padded["cl_attention_mask"].flatten() > 0].sort().values,
+    )
+    loss = GurLoss(tiny(tok), "cl")
+    with torch.no_grad():
+        want = loss(padded)[1]["cl"]
+        got = GurLoss(tiny(tok, attention="sdpa"), "cl")(packed)[1]["cl"]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_packed_rows_hold_each_sentence_whole_and_targets_in_their_segment(tok):
+    batch = collate(PAIRS, tok, 32, np.random.default_rng(1), pack_len=32, fixed_shape=True)
+    assert batch["input_ids"].shape[1] == 32
+    seg, dseg = batch["segment_ids"], batch["decoder_segment_ids"]
+    n = 2 * len(PAIRS)
+    for s in range(1, n + 1):
+        rows = (seg == s).any(1).nonzero().flatten().tolist()
+        assert len(rows) == 1  # a sentence never spans two rows
+        where = (seg[rows[0]] == s).nonzero().flatten()
+        assert where.tolist() == list(range(int(where[0]), int(where[-1]) + 1))  # contiguous
+        assert int(batch["input_ids"][rows[0], where[0]]) == tok.cls_id
+        assert set((dseg == s).any(1).nonzero().flatten().tolist()) <= set(rows)  # targets beside their sentence
+    assert all((batch["labels"][dseg == 0] == -100).tolist())
