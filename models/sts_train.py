@@ -30,6 +30,7 @@ class StsTrainConfig:
     schedule: str = "constant"  # "constant" or "linear" (decay to 0 after warmup)
     subsample: int = 0  # > 0: train on this many pairs of a seeded permutation (cpu preset, LLM rows)
     max_steps: int = 0  # > 0: stop after this many steps (tests)
+    rank_weight: float = 0.0  # > 0: adds this times CoSENT's ranking loss to the MSE (see `cosent_loss`)
     seed: int = 0
     eval_batch: int = 64
 
@@ -42,6 +43,17 @@ def get_lr(step: int, total: int, config: StsTrainConfig) -> float:
     if config.schedule == "linear":
         return config.lr * max(0.0, (total - step) / max(1, total - warm))
     return config.lr
+
+
+def cosent_loss(pred: torch.Tensor, target: torch.Tensor, scale: float = 20.0) -> torch.Tensor:
+    """CoSENT (Su, 2022): log(1 + sum over pairs with target_i > target_j of exp(scale * (pred_j - pred_i))).
+
+    Only the order of the predictions within a batch matters, which is what Spearman scores; the MSE
+    term it is added to keeps the predictions on the score / 5 scale. (B,), (B,) -> scalar.
+    """
+    diff = scale * (pred[None, :] - pred[:, None])  # [i, j] = scale * (pred_j - pred_i)
+    wrong = diff[target[:, None] > target[None, :]]
+    return torch.logsumexp(torch.cat([diff.new_zeros(1), wrong]), dim=0)
 
 
 def train_order(n: int, config: StsTrainConfig) -> list[np.ndarray]:
@@ -80,6 +92,8 @@ def train_scorer(
             group["lr"] = lr
         pred = model([a[i] for i in idx], [b[i] for i in idx])  # (B,)
         loss = nn.functional.mse_loss(pred.float(), target[idx])
+        if config.rank_weight:
+            loss = loss + config.rank_weight * cosent_loss(pred.float(), target[idx])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

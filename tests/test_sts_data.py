@@ -84,3 +84,25 @@ def test_schedule_and_batches():
     sub = train_order(100, StsTrainConfig(batch_size=8, subsample=20, epochs=2))
     assert len(sub) == 6 and len(set(np.concatenate(sub).tolist())) == 20
     assert len(train_order(100, StsTrainConfig(batch_size=8, max_steps=3))) == 3
+
+
+def test_cosent_against_a_loop():
+    import math
+
+    import torch
+
+    from models.sts_train import cosent_loss
+
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 5, 12):
+        pred = rng.uniform(-1, 1, n)
+        target = rng.integers(0, 4, n) / 3.0  # ties give no pair
+        total = 1.0 + sum(
+            math.exp(20 * (pred[j] - pred[i])) for i in range(n) for j in range(n) if target[i] > target[j]
+        )
+        got = cosent_loss(torch.tensor(pred), torch.tensor(target))
+        assert float(got) == pytest.approx(math.log(total), rel=1e-9)
+    # a correctly ordered, well separated batch costs almost nothing; the reversed order a lot
+    good = cosent_loss(torch.tensor([0.9, 0.5, 0.1]), torch.tensor([1.0, 0.5, 0.0]))
+    bad = cosent_loss(torch.tensor([0.1, 0.5, 0.9]), torch.tensor([1.0, 0.5, 0.0]))
+    assert float(good) < 1e-3 and float(bad) > 15
