@@ -150,7 +150,7 @@ def _flex(q: Tensor, k: Tensor, v: Tensor, bias: AttentionBias) -> Tensor:
     if q.device.type == "cuda" and not torch.compiler.is_compiling():
         global _COMPILED_FLEX
         if _COMPILED_FLEX is None:  # fused kernels only when compiled; the eager fallback materialises scores
-            _COMPILED_FLEX = torch.compile(flex_attention, dynamic=False)
+            _COMPILED_FLEX = torch.compile(flex_attention)
         return _COMPILED_FLEX(q, k, v, score_mod=score_mod, block_mask=bias.block_mask, scale=1.0)
     with warnings.catch_warnings():  # CPU evaluation: the unfused reference path is expected here
         warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")

@@ -30,14 +30,15 @@ class _LinearCrossEntropy(torch.autograd.Function):
         for s in range(0, n, chunk):
             h, y = hidden[s : s + chunk], labels[s : s + chunk]
             raw = h @ weight.T  # (c, V), in autocast's dtype when it is on
+            gemm_dtype = raw.dtype
             logits = raw.to(acc)
+            del raw  # one chunk of logits alive at a time: the softmax below works in place
             lse = torch.logsumexp(logits, dim=-1)  # (c,)
             total += (lse - logits.gather(1, y[:, None]).squeeze(1)).sum()
             if need_h or need_w:
-                g = (logits - lse[:, None]).exp()  # d(sum of CE)/d(logits) = softmax - one-hot
+                g = logits.sub_(lse[:, None]).exp_()  # d(sum of CE)/d(logits) = softmax - one-hot
                 g[torch.arange(len(y), device=g.device), y] -= 1
-                g = g / max(n, 1)
-                g = g.to(raw.dtype)
+                g = g.div_(max(n, 1)).to(gemm_dtype)
                 if need_h:
                     grad_h[s : s + chunk] = (g @ weight.to(g.dtype)).to(hidden.dtype)  # (c, C)
                 if need_w:
