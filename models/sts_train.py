@@ -31,6 +31,8 @@ class StsTrainConfig:
     subsample: int = 0  # > 0: train on this many pairs of a seeded permutation (cpu preset, LLM rows)
     max_steps: int = 0  # > 0: stop after this many steps (tests)
     rank_weight: float = 0.0  # > 0: adds this times CoSENT's ranking loss to the MSE (see `cosent_loss`)
+    pooling: str = "cls"  # cross-encoders: "cls" (the survey's) or "mean" over the pair's tokens
+    symmetric: bool = False  # cross-encoders: train on a random order of each pair, predict the mean of both
     seed: int = 0
     eval_batch: int = 64
 

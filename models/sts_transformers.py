@@ -36,14 +36,24 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class CrossEncoder(nn.Module):
-    def __init__(self, folder: str | Path, head: str = "linear", max_len: int = 128, seed: int = 0):
+    def __init__(
+        self,
+        folder: str | Path,
+        head: str = "linear",
+        max_len: int = 128,
+        seed: int = 0,
+        pooling: str = "cls",
+        symmetric: bool = False,
+    ):
         from transformers import AutoModel, AutoTokenizer
 
         super().__init__()
         folder = require_folder(folder, "encoder")
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
         self.encoder = AutoModel.from_pretrained(str(folder))
-        self.max_len, self.head_kind = max_len, head
+        self.max_len, self.head_kind, self.pooling, self.symmetric = max_len, head, pooling, symmetric
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"cross-encoder pooling {pooling!r}: expected 'cls' or 'mean'")
         width = self.encoder.config.hidden_size
         torch.manual_seed(seed)  # the new head's weights
         if head == "linear":
@@ -53,11 +63,25 @@ class CrossEncoder(nn.Module):
         else:
             raise ValueError(f"cross-encoder head {head!r}: expected 'linear' or 'mlp'")
 
-    def forward(self, a: list[str], b: list[str]) -> torch.Tensor:
+    def score(self, a: list[str], b: list[str]) -> torch.Tensor:
         device = next(self.parameters()).device
         batch = self.tokenizer(a, b, truncation=True, max_length=self.max_len, padding=True, return_tensors="pt")
-        hidden = self.encoder(**batch.to(device)).last_hidden_state  # (B, T, H)
-        return self.head(hidden[:, 0]).squeeze(-1)  # (B,)
+        batch = batch.to(device)
+        hidden = self.encoder(**batch).last_hidden_state  # (B, T, H)
+        pooled = hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, batch["attention_mask"])
+        return self.head(pooled).squeeze(-1)  # (B,)
+
+    def forward(self, a: list[str], b: list[str]) -> torch.Tensor:
+        """`symmetric`: the order of a pair carries no meaning, so training sees a random order (torch's
+        seeded generator) and prediction averages both orders."""
+        if not self.symmetric:
+            return self.score(a, b)
+        if self.training:
+            swap = torch.rand(len(a)) < 0.5
+            first = [y if s else x for x, y, s in zip(a, b, swap.tolist(), strict=True)]
+            second = [x if s else y for x, y, s in zip(a, b, swap.tolist(), strict=True)]
+            return self.score(first, second)
+        return (self.score(a, b) + self.score(b, a)) / 2
 
 
 class SiameseEncoder(nn.Module):

@@ -96,3 +96,18 @@ def test_family_names_and_errors(tmp_path):
         parse_family("bert-large")
     with pytest.raises(ValueError, match="unknown sts preset"):
         train_config(parse_family("lstm"), "gpu", 0)
+
+
+def test_symmetric_cross_encoder_ignores_pair_order(setting):
+    from models.sts_train import StsTrainConfig, predict, train_scorer
+    from models.sts_transformers import CrossEncoder
+
+    train = setting["train"]
+    model = CrossEncoder(setting["bert"], pooling="mean", symmetric=True)
+    train_scorer(model, train.a, train.b, train.score, StsTrainConfig(batch_size=8, max_steps=2, rank_weight=1.0))
+    dev = setting["dev"]
+    forward, backward = predict(model, dev.a, dev.b), predict(model, dev.b, dev.a)
+    assert np.allclose(forward, backward, atol=1e-6)
+    one_way = CrossEncoder(setting["bert"], pooling="mean")
+    one_way.load_state_dict(model.state_dict())
+    assert np.allclose(forward, (predict(one_way, dev.a, dev.b) + predict(one_way, dev.b, dev.a)) / 2, atol=1e-6)
