@@ -9,9 +9,13 @@ times each and interleaved (the medians are printed):
 - ours: the shuffle stage (`shuffle_all`) with a 1 GiB memory limit, in a subprocess;
 - baseline: `sort -u -S 1G --parallel=<cores> pairs.tsv | shuf -o out.tsv` (GNU coreutils,
   `LC_ALL=C`: byte order, the fast setting; a UTF-8 locale makes sort several times slower),
-and prints wall time, rows/s, the time ratio and each side's peak memory: the largest sum of
+- bare: the floor of any shuffle, reading the same pairs Parquet with pyarrow and writing it back
+  with the shards' codec (snappy) and row groups, shard by shard, nothing sorted or deduplicated;
+- duckdb: the whole job in one statement (dedup on `pair_id` keeping the first row by document and
+  sentence ids, `ORDER BY` a seeded hash, `COPY ... TO` Parquet, `memory_limit` = ours, all cores),
+and prints wall time, rows/s, the time ratios and each side's peak memory: the largest sum of
 resident memory over the whole process tree (sampled every 10 ms from /proc), and the
-largest single process's `ru_maxrss`.
+largest single process's `ru_maxrss`. `--sides` picks which run (default: all four).
 """
 
 from __future__ import annotations
@@ -53,6 +57,42 @@ stats = shuffle_all(inputs, Path(sys.argv[2]), ShuffleConfig(memory_limit=sys.ar
 seconds = time.perf_counter() - t
 print(json.dumps({"seconds": seconds, "rows_out": stats["rows_out"], "partitions": stats["partitions"]}))
 """
+
+RUN_BARE = """
+import sys, time
+from pathlib import Path
+import pyarrow.parquet as pq
+from storage.shards import ROW_GROUP_SIZE
+from tasks.shuffle_pairs import ShuffleConfig
+out = Path(sys.argv[2])
+out.mkdir(parents=True, exist_ok=True)
+codec = ShuffleConfig().shard_compression
+t = time.perf_counter()
+for path in sorted(Path(sys.argv[1]).glob("part-*.parquet")):
+    pq.write_table(pq.read_table(path), out / path.name, compression=codec, row_group_size=ROW_GROUP_SIZE)
+print(time.perf_counter() - t)
+"""
+
+RUN_DUCKDB = """
+import os, sys, time
+from pathlib import Path
+import duckdb
+files = [str(p) for p in sorted(Path(sys.argv[1]).glob("part-*.parquet"))]
+out = Path(sys.argv[2])
+out.mkdir(parents=True, exist_ok=True)
+con = duckdb.connect()
+con.execute(f"SET memory_limit = '{sys.argv[3]}'")
+con.execute(f"SET threads = {os.cpu_count()}")
+con.execute(f"SET temp_directory = '{out / 'spill'}'")
+t = time.perf_counter()
+con.execute(
+    f"COPY (SELECT * FROM read_parquet({files}) "
+    "QUALIFY row_number() OVER (PARTITION BY pair_id ORDER BY doc_id, a_sent_id, b_sent_id) = 1 "
+    f"ORDER BY hash(pair_id, 0)) TO '{out / 'shuffled.parquet'}' (FORMAT parquet, COMPRESSION snappy)"
+)
+print(time.perf_counter() - t)
+"""
+SIDES = ("ours", "bare", "duckdb", "baseline")
 
 
 def sentence_pool(rng: np.random.Generator, n: int) -> pa.Array:
@@ -184,6 +224,14 @@ def run_ours(inputs: Path, out: Path, memory: str) -> tuple[float, float, float,
     return seconds, tree_mb, max_mb, json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def run_script(script: str, inputs: Path, out: Path, memory: str) -> tuple[float, float, float]:
+    """The bare pass or the DuckDB statement in a subprocess: (seconds, peak tree MB, largest process MB)."""
+    shutil.rmtree(out, ignore_errors=True)
+    seconds, tree_mb, max_mb, _ = measured([sys.executable, "-c", script, str(inputs), str(out), memory], cwd=REPO)
+    shutil.rmtree(out, ignore_errors=True)
+    return seconds, tree_mb, max_mb
+
+
 def run_baseline(tsv: Path, out: Path, memory: str, shuf: bool = True) -> tuple[float, float, float, int]:
     """`sort -u | shuf` with the same memory for sort's buffer and all cores (`shuf=False`: sort only).
 
@@ -213,6 +261,7 @@ def main() -> None:
         help="sort-only: skip shuf, which holds the whole TSV in memory (~14 GB at 5 GB of Parquet); "
         "the time is then a lower bound of the baseline's",
     )
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES), help="what to run (default: all)")
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="gur-shuffle-bench-"))
     print(f"cores={os.cpu_count()} memory_limit={args.memory_limit} repeat={args.repeat} workdir={work}", flush=True)
@@ -223,24 +272,51 @@ def main() -> None:
         if not (case / "rows").exists():
             shutil.rmtree(case, ignore_errors=True)
             rows = generate(inputs, int(size * 1e9))
-            export_tsv(inputs, tsv)
             (case / "rows").write_text(str(rows))
+        if "baseline" in args.sides and not tsv.exists():
+            export_tsv(inputs, tsv)
         rows = int((case / "rows").read_text())
         gen_s = time.perf_counter() - t
-        ours, base = [], []
-        for _ in range(args.repeat):
-            ours.append(run_ours(inputs, case / "ours", args.memory_limit))
-            memory = args.memory_limit.replace("iB", "")
-            base.append(run_baseline(tsv, case / "shuffled.tsv", memory, shuf=args.baseline == "sort-shuf"))
-            print(
-                json.dumps({"run": len(ours), "ours_s": round(ours[-1][0], 1), "baseline_s": round(base[-1][0], 1)}),
-                flush=True,
-            )
+        ours, base, bare, duck = [], [], [], []
+        memory = args.memory_limit.replace("iB", "")
+        for run in range(1, args.repeat + 1):
+            if "ours" in args.sides:
+                ours.append(run_ours(inputs, case / "ours", args.memory_limit))
+            if "bare" in args.sides:
+                bare.append(run_script(RUN_BARE, inputs, case / "bare", args.memory_limit))
+            if "duckdb" in args.sides:
+                duck.append(run_script(RUN_DUCKDB, inputs, case / "duckdb", memory.replace("G", "GB")))
+            if "baseline" in args.sides:
+                base.append(run_baseline(tsv, case / "shuffled.tsv", memory, shuf=args.baseline == "sort-shuf"))
+            times = {name: round(r[-1][0], 1) for name, r in zip(SIDES, (ours, bare, duck, base), strict=True) if r}
+            print(json.dumps({"run": run, **{f"{k}_s": v for k, v in times.items()}}), flush=True)
+        summary = {
+            "input_GB": round(sum(p.stat().st_size for p in inputs.glob("*.parquet")) / 1e9, 2),
+            "rows": rows,
+            "generate_s": round(gen_s, 1),
+        }
+        for name, runs in (("bare", bare), ("duckdb", duck)):
+            if runs:
+                summary[f"{name}_s"] = round(statistics.median(r[0] for r in runs), 1)
+                summary[f"{name}_runs_s"] = [round(r[0], 1) for r in runs]
+                summary[f"{name}_peak_tree_MB"] = round(max(r[1] for r in runs))
+        if ours:
+            ours_s = statistics.median(r[0] for r in ours)
+            for name in ("bare", "duckdb"):
+                if f"{name}_s" in summary:
+                    summary[f"ours_over_{name}"] = round(ours_s / summary[f"{name}_s"], 2)
+        if not (ours and base):
+            print(json.dumps({**summary, **_ours_summary(ours, rows)}), flush=True)
+            shutil.rmtree(case / "ours", ignore_errors=True)
+            if not args.keep:
+                shutil.rmtree(case)
+            continue
         ours_s = statistics.median(r[0] for r in ours)
         base_s = statistics.median(r[0] for r in base)
         print(
             json.dumps(
                 {
+                    **summary,
                     "input_GB": round(sum(p.stat().st_size for p in inputs.glob("*.parquet")) / 1e9, 2),
                     "tsv_GB": round(tsv.stat().st_size / 1e9, 2),
                     "rows": rows,
@@ -267,6 +343,20 @@ def main() -> None:
         shutil.rmtree(case / "ours", ignore_errors=True)
         if not args.keep:
             shutil.rmtree(case)
+
+
+def _ours_summary(ours: list, rows: int) -> dict:
+    if not ours:
+        return {}
+    ours_s = statistics.median(r[0] for r in ours)
+    return {
+        "ours_s": round(ours_s, 1),
+        "ours_runs_s": [round(r[0], 1) for r in ours],
+        "ours_rows_per_s": round(rows / ours_s),
+        "ours_peak_tree_MB": round(max(r[1] for r in ours)),
+        "ours_peak_process_MB": round(max(r[2] for r in ours)),
+        "rows_out": ours[-1][3]["rows_out"],
+    }
 
 
 if __name__ == "__main__":

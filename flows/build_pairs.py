@@ -9,8 +9,10 @@ from typing import NamedTuple
 
 from prefect import flow
 
+from flows.shuffle_pairs import shuffle_on_dask
 from storage.layout import data_root
 from tasks.catalog_task import update_catalog
+from tasks.dask_cluster import dask_scheduler
 from tasks.eval_data import DemoRetrievalConfig
 from tasks.flow_artifacts import publish_build_artifacts
 from tasks.ingest_documents import IngestConfig
@@ -56,6 +58,7 @@ def build_pairs(
     holdout_percent: int | None = None,
     allow_empty: bool = False,
     root: str | None = None,
+    dask: str = "",
 ) -> dict[str, dict[str, str]]:
     """Build training shards from a corpus (default: the bundled Wikipedia sample).
 
@@ -71,6 +74,9 @@ def build_pairs(
     intermediate files, which need about 4x the pairs' Parquet size of disk until the stage
     ends (`lz4` halves that for ~30% more time). An input that yields no documents stops the
     run with the reject counts, unless `allow_empty`.
+    `dask`: `"local"` runs split, pair and the shuffle's phases as mapped tasks on a local Dask cluster of
+    `workers` processes, `"tcp://host:8786"` on a running scheduler whose workers all see the data root
+    at the same path; the bytes are those of a run without it.
     """
     base, started = data_root(root), time.time()
     # Built before any stage runs, so a misspelt codec or memory limit fails in a second, not after pairing.
@@ -95,11 +101,15 @@ def build_pairs(
         holdout_percent=holdout_percent,
     )
     source = str(Path(input_path).resolve()) if input_path else str(default_corpus())
-    documents = run_stage(ingest, base, input_path=source, config=configs.ingest)
-    require_documents(base, documents, allow_empty)
-    sentences = run_stage(split, base, documents=documents, config=configs.split, workers=workers)
-    pairs = run_stage(pair, base, sentences=sentences, config=configs.pair, workers=workers)
-    shards = run_stage(shuffle, base, pairs=pairs, config=configs.shuffle)
+    with dask_scheduler(dask, workers, base) as address:
+        documents = run_stage(ingest, base, input_path=source, config=configs.ingest)
+        require_documents(base, documents, allow_empty)
+        sentences = run_stage(split, base, documents=documents, config=configs.split, workers=workers, dask=address)
+        pairs = run_stage(pair, base, sentences=sentences, config=configs.pair, workers=workers, dask=address)
+        if address:
+            shards = shuffle_on_dask(pairs, configs.shuffle, base, address)
+        else:
+            shards = run_stage(shuffle, base, pairs=pairs, config=configs.shuffle)
     update_catalog(str(base), [documents, sentences, pairs, shards])
     refs = {"documents": documents, "sentences": sentences, "pairs": pairs, "shards": shards}
     publish_build_artifacts(base, refs, since=started)

@@ -8,6 +8,7 @@ from prefect import flow
 
 from storage.layout import data_root
 from tasks.catalog_task import update_catalog
+from tasks.dask_cluster import dask_scheduler, map_units
 from tasks.eval_models import BASELINES, model_fingerprint
 from tasks.eval_suite import DatasetSpec, SuiteConfig, applicable
 from tasks.eval_tasks import QuestionRetrievalConfig, RetrievalConfig, ZeroShotConfig
@@ -49,12 +50,16 @@ def evaluate(
     batch_size: int = SuiteConfig.batch_size,
     device: str | None = None,
     root: str | None = None,
+    dask: str = "",
+    workers: int = 0,
 ) -> dict:
     """Evaluate model folders and baselines (default: all five baselines) on the configured sets.
 
     `stsb=None` takes the en and zh dev files; `[]` or `stackoverflow=""` skips a set. A file
     that does not exist is reported as not run. `limit` > 0 keeps the first rows of each file and
     `demo_max_articles` > 0 the first articles of the demo corpus: smoke tests, not benchmarks.
+    `dask`: `"local"` (a cluster of `workers` processes) or a scheduler address evaluates the units
+    (model x dataset) as mapped tasks there; the rows are the same.
     """
     base = data_root(root)
     specs = []
@@ -76,12 +81,18 @@ def evaluate(
         beir_split=beir_split,
         batch_size=batch_size,
     )
-    units = [
-        run_stage(evaluate_unit, base, model=_model(m), dataset=spec, config=config, device=device)
+    calls = [
+        {"model": _model(m), "dataset": spec, "config": config, "device": device}
         for m in names
         for spec in specs
         if applicable(m, spec.kind)
     ]
+    with dask_scheduler(dask, workers, base) as address:
+        if address:
+            on_cluster = [{**c, "root": str(base)} for c in calls]
+            units = map_units(evaluate_unit, on_cluster, address, progress="evaluate: {done}/{total} units done")
+        else:
+            units = [run_stage(evaluate_unit, base, **c) for c in calls]
     metrics = run_stage(write_metrics, base, units=units)
     report = publish_evaluation(metrics, str(base))
     update_catalog(str(base), [metrics])

@@ -8,6 +8,7 @@ from prefect import flow
 
 from storage.layout import data_root
 from tasks.catalog_task import update_catalog
+from tasks.dask_cluster import dask_scheduler
 from tasks.filter_keywords import KeywordsConfig
 from tasks.ingest_documents import IngestConfig
 from tasks.ingest_task import ingest, require_documents
@@ -39,23 +40,22 @@ def mine_keywords(
     t_min: float = KeywordsConfig.t_min,
     allow_empty: bool = False,
     root: str | None = None,
+    dask: str = "",
+    workers: int = 0,
 ) -> dict[str, str]:
     """GSDMM topics and keyword sequences.
 
     `unit="documents"`: one row per input record (questions, titles); `unit="sentences"`:
     the input is split first (the pipeline's sentences). `ks` sweeps K over `seeds` and keeps
     the K with the best mean NPMI (`seeds=None`: `KeywordsConfig.seeds`). `threshold`: `scaled`
-    (max(t_min, tau * topic size)) or `absolute` (the paper's t).
+    (max(t_min, tau * topic size)) or `absolute` (the paper's t). `dask`: `"local"` (a cluster of `workers`
+    processes) or a scheduler address runs the sweep's fits (and the split) as mapped tasks there.
     """
     if unit not in ("documents", "sentences"):
         raise ValueError(f"unit must be 'documents' or 'sentences', got {unit!r}")
     base = data_root(root)
     reader = ReaderConfig(format=format, text_field=text_field, title_field=title_field, id_field=id_field)
     source = str(Path(input_path).resolve()) if input_path else str(default_corpus())
-    table = run_stage(ingest, base, input_path=source, config=IngestConfig(reader))
-    require_documents(base, table, allow_empty)
-    if unit == "sentences":
-        table = run_stage(split, base, documents=table, config=SplitConfig())
     config = KeywordsConfig(
         k=k,
         ks=tuple(ks or KeywordsConfig.ks),
@@ -69,6 +69,11 @@ def mine_keywords(
         tau=tau,
         t_min=t_min,
     )
-    result = run_stage(keywords, base, source=table, config=config)
+    with dask_scheduler(dask, workers, base) as address:
+        table = run_stage(ingest, base, input_path=source, config=IngestConfig(reader))
+        require_documents(base, table, allow_empty)
+        if unit == "sentences":
+            table = run_stage(split, base, documents=table, config=SplitConfig(), workers=workers, dask=address)
+        result = run_stage(keywords, base, source=table, config=config, dask=address)
     update_catalog(str(base), [result])
     return result

@@ -4,20 +4,31 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from storage.fingerprint import fingerprint
+from storage.layout import TMP_DIR
 from storage.progress import current_logger
 from storage.shards import finished_shards, sweep_temporaries, write_shard
 from storage.stage_output import StageOutput, ref_dir
-from tasks.filter_keywords import KEYWORDS_CODE_VERSION, KeywordsConfig, mine_keywords_table, tokenizer_fingerprint
+from tasks.dask_cluster import map_units
+from tasks.filter_keywords import (
+    KEYWORDS_CODE_VERSION,
+    KeywordsConfig,
+    mine_keywords_table,
+    tokenize,
+    tokenizer_fingerprint,
+)
 from tasks.stage_cache import STAGE_TASK
-from tasks.topic_coherence import plot_sweep, summarize_sweep
+from tasks.topic_coherence import plot_sweep, summarize_sweep, sweep_k
 
 ROWS_PER_SHARD = 200_000
 
@@ -59,9 +70,39 @@ def plot_markdown(plot: Path) -> str:
     return f"\n\n![coherence vs K](data:image/png;base64,{data})\n\nplot: `{plot}`"
 
 
+@task(name="k-sweep-fit", retries=2, retry_delay_seconds=1, cache_policy=NO_CACHE, persist_result=False)
+def sweep_fit(docs_path: str, k: int, seed: int, config: KeywordsConfig) -> dict[str, Any]:
+    """One (K, seed) point of the K sweep, on a Dask worker: `sweep_k`'s row for it."""
+    docs = pq.read_table(docs_path).column("words").to_pylist()
+    fit = dict(alpha=config.alpha, beta=config.beta, n_iters=config.n_iters, top_n=config.top_n)
+    return sweep_k(docs, None, [k], [seed], **fit, backend=config.backend, repeated_tokens=config.repeated_tokens)[0]
+
+
+def mine_on_dask(texts: pa.Table, config: KeywordsConfig, work: Path, address: str):
+    """`mine_keywords_table` with the K sweep's fits as mapped tasks on the Dask scheduler at `address`:
+    the same rows (the sweep's in (K, seed) order, as `sweep_k` makes them), then the chosen K's fit here."""
+    started = time.perf_counter()
+    docs = [d for d in ([t.norm for t in tokenize(text)] for text in texts.column("text").to_pylist()) if d]
+    if not docs:
+        return mine_keywords_table(texts, config)  # nothing to fit: no sweep either
+    work.mkdir(parents=True, exist_ok=True)
+    docs_path = work / "sweep_docs.parquet"  # on the shared root: the workers read it, nobody ships it
+    pq.write_table(pa.table({"words": pa.array(docs, pa.list_(pa.string()))}), docs_path)
+    points = [(k, seed) for k in config.ks for seed in config.seeds]
+    names = [f"k-sweep-{k}-seed-{seed}" for k, seed in points]
+    calls = [{"docs_path": str(docs_path), "k": k, "seed": seed, "config": config} for k, seed in points]
+    sweep = map_units(sweep_fit, calls, address, names, progress="keywords: K sweep {done}/{total} fits done")
+    sweep_s = time.perf_counter() - started
+    best = summarize_sweep(sweep, config.coherence_metric)[1]
+    kw, topics, stats, _ = mine_keywords_table(texts, dataclasses.replace(config, ks=(), k=best))
+    stats = {**stats, "k_source": "sweep", "seconds": {**stats["seconds"], "sweep": sweep_s}}
+    return kw, topics, stats, sweep
+
+
 @task(name="keywords", **STAGE_TASK)
-def keywords(source: dict[str, str], config: KeywordsConfig, root: str) -> dict[str, str]:
-    """Fit GSDMM (optionally sweeping K) and write `keywords`, `topics` and `topic_sweep` tables."""
+def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: str = "") -> dict[str, str]:
+    """Fit GSDMM (optionally sweeping K) and write `keywords`, `topics` and `topic_sweep` tables; with `dask`
+    (a scheduler address) the sweep's fits run as mapped tasks on that cluster."""
     logger = current_logger(__name__)
     stage = StageOutput.open(root, "keywords", keywords_fingerprint(source, config), log=logger)
     if stage.complete:
@@ -70,7 +111,10 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str) -> dict[
     sweep_temporaries(out)
     texts = read_texts(stage.root, source)
     logger.info("keywords: %d rows from %s, K=%s -> %s", texts.num_rows, source["path"], config.ks or config.k, out)
-    kw, topics, stats, sweep = mine_keywords_table(texts, config)
+    if dask and config.ks and texts.num_rows:
+        kw, topics, stats, sweep = mine_on_dask(texts, config, out / TMP_DIR, dask)
+    else:
+        kw, topics, stats, sweep = mine_keywords_table(texts, config)
     for i in range(max(1, -(-kw.num_rows // ROWS_PER_SHARD))):
         write_shard(out, i, kw.slice(i * ROWS_PER_SHARD, ROWS_PER_SHARD))
     write_shard(out, 0, topics, table_name="topics")
@@ -89,6 +133,7 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str) -> dict[
         summary += f"; K sweep picked K={best} by mean {config.coherence_metric}"
     logger.info(summary.replace("**", ""))
     publish_artifacts(topics, sweep, summary + (plot_markdown(plot) if plot else ""))
+    sweep_temporaries(out)
     numbers = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
     return stage.finish(
         code_version=KEYWORDS_CODE_VERSION,

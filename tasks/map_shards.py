@@ -4,6 +4,9 @@ Shard `i` in gives shard `i` out, so results never depend on scheduling. Workers
 spawned, not forked: forking a process that runs Prefect's and Arrow's threads can deadlock.
 Worker functions live in Prefect-free modules so that spawning them stays cheap.
 
+With `dask` (a scheduler address, see `tasks/dask_cluster.py`) each shard is instead a Prefect task
+mapped on that cluster: the same worker function and markers, so the same bytes.
+
 Progress within a shard: a worker takes `report`, a callable it calls with a count of units
 done (documents) every so often; `map_shards` passes the counts to `on_progress` in this
 process, directly or, from spawned workers, through a queue it drains while it waits.
@@ -56,10 +59,15 @@ def map_shards(
     on_shard: Callable[[dict[str, int]], None] | None = None,
     on_progress: Report | None = None,
     poll_s: float = 1.0,
+    dask: str = "",
 ) -> None:
-    """Call `worker(in_path, out_dir, index, config, report=...)` for each shard whose marker is missing."""
+    """Call `worker(in_path, out_dir, index, config, report=...)` for each shard whose marker is missing
+    (on the Dask scheduler at `dask` when given: `on_shard` as shards finish, no within-shard progress)."""
     sweep_temporaries(out_dir)
     pending = [(i, p) for i, p in enumerate(in_shards) if not shard_done(out_dir, i)]
+    if dask:
+        _map_on_dask(worker, pending, len(in_shards), out_dir, config, dask, on_shard)
+        return
     workers = max(1, min(workers or os.cpu_count() or 1, len(pending)))
     if workers == 1:
         for i, p in pending:
@@ -84,3 +92,24 @@ def map_shards(
     if reports is not None:
         _drain(reports, on_progress)  # what was still in flight when the last worker finished
         reports.close()
+
+
+def _map_on_dask(
+    worker: Worker,
+    pending: list[tuple[int, Path]],
+    total: int,
+    out_dir: Path,
+    config: Any,
+    address: str,
+    on_shard: Callable[[dict[str, int]], None] | None,
+) -> None:
+    """Each pending shard as a `shard` Prefect task on the cluster; logs `stage: k/n shards` as they finish."""
+    from tasks.dask_cluster import map_units, run_shard
+
+    stage = out_dir.parent.name
+    done = (lambda _, stats: on_shard(stats)) if on_shard else None
+    calls = [dict(worker=worker, in_path=str(p), out_dir=str(out_dir), index=i, config=config) for i, p in pending]
+    names = [f"{stage}-{i:05d}" for i, _ in pending]
+    progress = stage + ": {done}/{total} shards done"
+    map_units(run_shard, calls, address, names, on_done=done, progress=progress, already=total - len(pending))
+    sweep_temporaries(out_dir)  # what an attempt on a lost worker left behind

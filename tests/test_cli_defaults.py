@@ -51,9 +51,9 @@ FIELDS = {"build-pairs": BUILD_PAIRS, "demo": BUILD_PAIRS, "mine-keywords": KEYW
 FLOW_NAMES = {"input": "input_path", "iters": "n_iters", "queries": "question_queries"}
 # Options that set no config field: inputs, run settings, flow switches.
 NOT_CONFIG = {
-    "build-pairs": {"input", "workers", "allow_empty", "pair_options", "holdout_percent"},
-    "mine-keywords": {"input", "allow_empty", "unit"},
-    "evaluate": {"models", "stackoverflow", "stsb", "no_lee", "no_demo", "beir", "device"},
+    "build-pairs": {"input", "workers", "allow_empty", "pair_options", "holdout_percent", "dask"},
+    "mine-keywords": {"input", "allow_empty", "unit", "workers", "dask"},
+    "evaluate": {"models", "stackoverflow", "stsb", "no_lee", "no_demo", "beir", "device", "workers", "dask"},
 }
 NOT_CONFIG["demo"] = NOT_CONFIG["build-pairs"]
 
@@ -164,3 +164,11 @@ def test_train_flow_defaults_are_the_config_defaults():
     for name in ("objective", "init_from"):
         assert parameters[name].default == field_default(TrainConfig, name)
     assert all(parameters[name].default is None for name in ("preset", "steps", "pooling", "lr"))
+
+
+@pytest.mark.parametrize("command", ["build-pairs", "demo", "mine-keywords", "evaluate"])
+def test_dask_option_alone_is_a_local_cluster_and_takes_an_address(command):
+    assert build_parser().parse_args(argv(command)).dask == ""  # no Dask: nothing changes
+    assert build_parser().parse_args(argv(command, "--dask")).dask == "local"
+    args = build_parser().parse_args(argv(command, "--dask", "tcp://10.0.0.5:8786", "--workers", "3"))
+    assert (args.dask, args.workers) == ("tcp://10.0.0.5:8786", 3)
