@@ -169,3 +169,22 @@ def test_mine_keywords_k_sweep_on_dask_gives_the_local_tables(tmp_path, cluster)
     assert sorted(zip(sweep["k"].to_pylist(), sweep["seed"].to_pylist(), strict=True)) == [
         (k, s) for k in (3, 5) for s in (0, 1, 2)
     ]
+
+
+def test_evaluate_units_on_dask_give_the_local_rows(tmp_path, cluster):
+    import pyarrow.parquet as pq
+
+    from flows.evaluate import evaluate
+
+    params = dict(models=["glove"], stackoverflow="", stsb=[], lee=True, demo_retrieval=False)
+    local = evaluate(**params, root=str(tmp_path / "local"))
+    on_dask = evaluate(**params, root=str(tmp_path / "dask"), dask=cluster.scheduler_address)
+    assert [u["fingerprint"] for u in on_dask["units"]] == [u["fingerprint"] for u in local["units"]]
+
+    def values(root, ref):
+        table = pq.read_table(root / ref["path"] / "part-00000.parquet")
+        return sorted(zip(table["metric"].to_pylist(), table["value"].to_pylist(), strict=True))
+
+    rows = values(tmp_path / "local", local["metrics"])
+    assert rows and all(v is not None for _, v in rows)
+    assert values(tmp_path / "dask", on_dask["metrics"]) == rows
