@@ -114,6 +114,16 @@ def unit_rows(
     return rows
 
 
+def describe(config) -> str:
+    """The settings a reader needs beside the numbers (the manifest has the whole config)."""
+    parts = [f"epochs={config.epochs:g}", f"lr={config.lr:g}", f"batch={config.batch_size}", f"len={config.max_len}"]
+    parts += [f"subsample={config.subsample}"] if config.subsample else []
+    parts += [f"+cosent x{config.rank_weight:g}"] if config.rank_weight else []
+    parts += ["mean-pool"] if config.pooling == "mean" else []
+    parts += ["both orders"] if config.symmetric else []
+    return " ".join(parts)
+
+
 def unit_identity(family: Family, files: StsFiles, seed: int, preset: str, overrides: dict | None, root: Path) -> dict:
     config = train_config(family, preset, seed, overrides)
     folder, model_fp = model_source(family, root)
@@ -149,7 +159,7 @@ def sts_unit(
     started = time.perf_counter()
     result = run_family(fam, files.lang, config, train, evals, folder, _resources(files.lang))
     seconds = time.perf_counter() - started
-    variant = f"{preset} seed={seed}" + (f" epochs={config.epochs:g} lr={config.lr:g}" if config else " zero-shot")
+    variant = f"{preset} seed={seed} " + (describe(config) if config else "zero-shot")
     golds = {split: pairs.score for split, pairs in evals.items()}
     rows = unit_rows(
         fam,
