@@ -188,3 +188,18 @@ def test_evaluate_units_on_dask_give_the_local_rows(tmp_path, cluster):
     rows = values(tmp_path / "local", local["metrics"])
     assert rows and all(v is not None for _, v in rows)
     assert values(tmp_path / "dask", on_dask["metrics"]) == rows
+
+
+def test_local_cluster_workers_report_to_this_processes_prefect_api(tmp_path):
+    """Else each worker would start an ephemeral Prefect server of its own (~10 s, task runs no UI shows)."""
+    from prefect import flow
+
+    from tasks.dask_cluster import dask_scheduler, prefect_api_url
+
+    @flow
+    def worker_api_urls() -> tuple[str, list[str]]:
+        with dask_scheduler("local", 1, tmp_path) as address, distributed.Client(address) as client:
+            return prefect_api_url(), list(client.run(lambda: os.environ.get("PREFECT_API_URL")).values())
+
+    ours, theirs = worker_api_urls()
+    assert ours.startswith("http") and theirs == [ours]
