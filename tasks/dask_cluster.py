@@ -123,6 +123,9 @@ def dask_scheduler(spec: str, workers: int, root: Path) -> Iterator[str]:
         return
     from distributed import LocalCluster
 
+    # The scheduler runs in this process: its per-client lines would drown the stages' progress.
+    for name in ("distributed", "prefect.task_runner.dask"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     n = max(1, workers or os.cpu_count() or 1)
     started = time.time()
     env = {"PREFECT_API_URL": url} if (url := prefect_api_url()) else {}
