@@ -11,7 +11,7 @@ then runs the `build-pairs` flow on a fresh data root for each setting:
   printed), passed as `dask=<address>`. The local pool's process spawns are in its stage times.
 Prints each stage's wall time (its manifest's `finished_at - started_at`), the speed-up of the
 split + pair + shuffle stages over `local`, the peak resident memory of each Dask worker
-(`ru_maxrss`, read on the worker after the run) and checks that every run wrote the same bytes.
+(VmHWM, read on the worker after the run) and checks that every run wrote the same bytes.
 Ingest reads the input once, streaming, in the flow's process in every setting.
 """
 
@@ -38,6 +38,10 @@ MAPPED = ("sentences", "pairs", "shards")  # the stages Dask runs
 
 
 def peak_rss_mb() -> float:
+    """This process's own peak (VmHWM): `ru_maxrss` carries the spawning process's peak over fork and exec."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
