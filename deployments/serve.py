@@ -6,6 +6,8 @@ With `prefect server start` running and `PREFECT_API_URL` pointing at it:
     prefect deployment run train/train -p preset=tiny -p steps=300
     prefect deployment run train/train -p method=tfcsg -p preset=cpu
     prefect deployment run evaluate/evaluate -p 'models=["minilm","bm25"]'
+    prefect deployment run build-pairs/build-pairs -p dask=tcp://scheduler:8786   # or -p dask=local -p workers=4
+    prefect deployment run sts/sts -p 'families=["glove","lstm"]'
 Flow runs execute in this process's environment (its working directory and `GUR_HOME`).
 `nightly-retrain/nightly-retrain` runs on a cron schedule (default 02:00 UTC; `gur serve --cron
 --timezone`, or `--no-schedules`); `GUR_NIGHTLY_CRON` / `GUR_NIGHTLY_TZ` set it for this module.
@@ -34,6 +36,7 @@ DEPLOYMENTS = (
     "train/train",
     "evaluate/evaluate",
     "nightly-retrain/nightly-retrain",
+    "sts/sts",
 )
 
 
@@ -90,6 +93,7 @@ def build_deployments(
     from flows.evaluate import evaluate
     from flows.mine_keywords import mine_keywords
     from flows.nightly_retrain import nightly_retrain
+    from flows.sts import sts
     from flows.train import train_flow
 
     existing = existing or {}
@@ -119,6 +123,9 @@ def build_deployments(
             schedules=on(DEPLOYMENTS[4], nightly if schedules else []),
             concurrency_limit=1,
             parameters={"config_path": nightly_config} if nightly_config else {},
+        ),
+        sts.to_deployment(
+            name="sts", description="supervised STS-B: the survey's model families", schedules=on(DEPLOYMENTS[5])
         ),
     ]
 
