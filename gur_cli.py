@@ -1016,7 +1016,10 @@ examples:
     )
     st.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds, one unit each (default: 0)")
     st.add_argument(
-        "--options", default=None, help="StsTrainConfig fields for every trained family, e.g. '{\"max_steps\": 20}'"
+        "--options",
+        default=None,
+        help="StsTrainConfig fields (models/sts_train.py) as JSON for every trained family, e.g. "
+        "'{\"max_steps\": 20}' (default: none, the preset's values)",
     )
     st.set_defaults(func=cmd_sts, check=check_sts)
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from models.question_data import spread_order
 from storage.fingerprint import fingerprint
-from tasks.train_task import RUNTIME_KEYS, TRAIN_CODE_VERSION, train_config, train_fingerprint
+from tasks.train_task import LATER_FIELDS, RUNTIME_KEYS, TRAIN_CODE_VERSION, train_config, train_fingerprint
 
 
 def _worst_window(topics: np.ndarray, order: np.ndarray, batch: int) -> int:
@@ -41,7 +41,8 @@ def test_sampling_is_hashed_only_when_set():
     default = train_fingerprint(source, {})
     # the formula before the field existed: every learning-relevant field, sampling not among them
     full = {k: v for k, v in dataclasses.asdict(train_config({})).items() if k not in RUNTIME_KEYS}
-    del full["sampling"]
+    for field in LATER_FIELDS:  # sampling and the fields added after it, all hashed only when set
+        del full[field]
     assert default == fingerprint("train", TRAIN_CODE_VERSION, full, ["abc"])
     assert train_fingerprint(source, {"sampling": "random"}) == default
     assert train_fingerprint(source, {"sampling": "topic-spread"}) != default
