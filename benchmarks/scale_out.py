@@ -86,6 +86,8 @@ def main() -> None:
 
     from distributed import Client, LocalCluster
 
+    if args.workdir:
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gur-scale-", dir=args.workdir) as tmp:
         work = Path(tmp)
         corpus = work / "corpus.jsonl"
