@@ -30,7 +30,8 @@ def test_evaluate_flow(tmp_path):
         demo_max_articles=4,
         root=str(tmp_path / "data"),
     )
-    result = evaluate(**params)
+    first_state = evaluate(**params, return_state=True)
+    result = first_state.result()
     root = tmp_path / "data"
     # bm25: stackoverflow + demo (no STS for a ranker); glove: all five datasets
     assert len(result["units"]) == 2 + 5
@@ -77,9 +78,13 @@ def test_evaluate_flow(tmp_path):
     assert "not run" in (out / "report.md").read_text()
 
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
+    # this run's artifacts only: other tests in the session publish the same keys
+    by_run = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[first_state.state_details.flow_run_id]))
     with get_client(sync_client=True) as client:
-        artifacts = {a.key: a for a in client.read_artifacts() if a.key and a.key.startswith("evaluation-")}
+        found = client.read_artifacts(artifact_filter=by_run)
+    artifacts = {a.key: a for a in found if a.key and a.key.startswith("evaluation-")}
     assert set(artifacts) == {"evaluation-metrics", "evaluation-report"}
     assert "bm25" in artifacts["evaluation-report"].data and "glove" in str(artifacts["evaluation-metrics"].data)
 
