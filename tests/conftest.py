@@ -31,6 +31,18 @@ def prefect_harness():
         yield
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module's tiny models: on two shared cores more threads are ~10x slower
+    for such small matrices. Use with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 def in_ci() -> bool:
     """CI runs with CI=true (as GitHub Actions, GitLab and most others set it); "", "0", "false", "no" are not CI."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")

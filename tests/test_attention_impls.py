@@ -21,16 +21,10 @@ from models.attention import allowed, attend, build_bias, relative_position_buck
 from models.gur_t5 import GurModel, preset_config  # noqa: E402
 from models.train_loop import TrainConfig, check_throughput_options  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
+
 VOCAB = 120
 CUDA = torch.cuda.is_available()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def tiny(attention: str = "eager", pooling: str = "mean", **kw) -> GurModel:

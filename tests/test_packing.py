@@ -11,28 +11,15 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from train_shards import TINY_PAIRS as PAIRS  # noqa: E402
+
 from models.gur_t5 import GurModel, pool, preset_config  # noqa: E402
 from models.losses import GurLoss  # noqa: E402
 from models.packing import first_fit_decreasing, pack_encoder, pool_segments, shift_right_in_segments  # noqa: E402
 from models.pair_data import collate, count_tokens  # noqa: E402
 from models.tokenizer import train_wordpiece  # noqa: E402
 
-PAIRS = [
-    ("d1", "Anarchism is a political philosophy.", "Anarchists reject involuntary hierarchy of every kind."),
-    ("d2", "Autism is a developmental disorder.", "Autistic children show repetitive behaviour."),
-    ("d3", "Albedo measures the reflectance of a surface.", "Snow has a high albedo."),
-    ("d4", "Alabama is a state in the southeast.", "Montgomery is the capital of Alabama."),
-    ("d5", "Achilles was a hero of the Trojan War.", "Homer tells of the wrath of Achilles."),
-    ("d6", "Lincoln was the sixteenth president.", "Lincoln led the Union in the Civil War."),
-]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 
 
 @pytest.fixture(scope="module")

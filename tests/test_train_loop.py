@@ -24,16 +24,10 @@ from models.pair_data import DataConfig, PairStream, heldout_pairs, is_heldout  
 from models.tokenizer import train_wordpiece  # noqa: E402
 from models.train_loop import TrainConfig, get_lr, train  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
+
 REPO = Path(__file__).resolve().parents[1]
 COMPARED = ("step", "lr", "loss", "lm_loss", "cl_loss", "train_acc", "heldout_acc", "heldout_cl")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")

@@ -11,30 +11,17 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from train_shards import TINY_PAIRS as PAIRS  # noqa: E402
+
 from models.export import automodel_embed, export_model  # noqa: E402
 from models.gur_t5 import GurModel, pool, preset_config  # noqa: E402
 from models.losses import GurLoss  # noqa: E402
 from models.pair_data import collate  # noqa: E402
 from models.tokenizer import load_tokenizer, train_wordpiece  # noqa: E402
 
-PAIRS = [
-    ("d1", "Anarchism is a political philosophy.", "Anarchists reject involuntary hierarchy."),
-    ("d2", "Autism is a developmental disorder.", "Autistic children show repetitive behaviour."),
-    ("d3", "Albedo measures the reflectance of a surface.", "Snow has a high albedo."),
-    ("d4", "Alabama is a state in the southeast.", "Montgomery is the capital of Alabama."),
-    ("d5", "Achilles was a hero of the Trojan War.", "Homer tells of the wrath of Achilles."),
-    ("d6", "Abraham Lincoln was the sixteenth president.", "Lincoln led the Union in the Civil War."),
-]
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
+
 TEXTS = [t for p in PAIRS for t in p[1:]]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Two shared cores: more than one intra-op thread is ~10x slower for these tiny matrices under load."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")

@@ -20,17 +20,11 @@ from train_shards import write_demo_shards  # noqa: E402
 from models.train_loop import TrainConfig, train  # noqa: E402
 from tasks.train_task import train_fingerprint  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
+
 COMPARED = ("step", "lr", "loss", "lm_loss", "cl_loss", "train_acc", "heldout_acc", "heldout_cl")
 OPTIONS = dict(attention="sdpa", packing=True, fused_lm_head=True)
 SOURCE = {"stage": "shuffle", "fingerprint": "0123abcd", "path": "shuffle/x"}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def test_default_configs_keep_their_fingerprints():

@@ -35,6 +35,17 @@ SHARD_SCHEMA = pa.schema(
 )
 
 
+# Six two-sentence documents (doc_id, a, b): batches small enough for exact checks on a tiny model.
+TINY_PAIRS = [
+    ("d1", "Anarchism is a political philosophy.", "Anarchists reject involuntary hierarchy."),
+    ("d2", "Autism is a developmental disorder.", "Autistic children show repetitive behaviour."),
+    ("d3", "Albedo measures the reflectance of a surface.", "Snow has a high albedo."),
+    ("d4", "Alabama is a state in the southeast.", "Montgomery is the capital of Alabama."),
+    ("d5", "Achilles was a hero of the Trojan War.", "Homer tells of the wrath of Achilles."),
+    ("d6", "Abraham Lincoln was the sixteenth president.", "Lincoln led the Union in the Civil War."),
+]
+
+
 @functools.lru_cache(maxsize=1)
 def demo_documents() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     """(doc_id, title, sentences) for every article of the demo corpus (parsed once per process)."""
