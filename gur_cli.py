@@ -229,6 +229,8 @@ def check_sts(args: argparse.Namespace) -> None:
             require_path(path)
     if (args.train or args.dev or args.test) and len(args.lang) > 1:
         raise ValueError("--train/--dev/--test name one language's files: give one --lang")
+    if args.holdout and not 0.0 < args.holdout < 1.0:
+        raise ValueError(f"--holdout {args.holdout:g}: expected a share of the training pairs between 0 and 1")
 
 
 def check_nightly(args: argparse.Namespace) -> None:
@@ -493,6 +495,7 @@ def cmd_sts(args: argparse.Namespace) -> int:
         preset=args.preset,
         seeds=args.seeds,
         overrides=json.loads(args.options) if args.options else None,
+        holdout=args.holdout,
         root=args.root,
     )
     print(Path(result["path"]).read_text(encoding="utf-8"))
@@ -1015,6 +1018,14 @@ examples:
         help="cpu: the English table in under 90 min on 2 cores; paper: the survey's settings (GPU) " + DEFAULT,
     )
     st.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds, one unit each (default: 0)")
+    st.add_argument(
+        "--holdout",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="train on all but a seeded SHARE of the training pairs and score that share too (split "
+        "<train>-holdoutNN): choose settings on it, never on dev (default: 0, train on all)",
+    )
     st.add_argument(
         "--options",
         default=None,

@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/sts_zoo.py --lang zh --preset cpu
     .venv/bin/python benchmarks/sts_zoo.py --test path/to/stsb-en-test.csv   # scores the test split too
     .venv/bin/python benchmarks/sts_zoo.py --preset paper           # the survey's settings, on a GPU
+    .venv/bin/python benchmarks/sts_zoo.py sbert-minilm --holdout 0.2   # selection: 20% of train scored, dev untouched
 
 Every (family, language, seed) is a unit of the `sts` flow's cache under the data root (`--root`,
 else $GUR_HOME, else ./data): a rerun prints finished units at once, with the wall time they took
@@ -96,12 +97,15 @@ def main() -> int:
     parser.add_argument("--train", default=None)
     parser.add_argument("--dev", default=None)
     parser.add_argument("--test", default=None, help="a test CSV: scored too (the STS-B test split is held back)")
+    parser.add_argument(
+        "--holdout", type=float, default=0.0, help="score a seeded share of train held out of training (selection)"
+    )
     parser.add_argument("--root", default=None, help="data root (default: $GUR_HOME or ./data)")
     args = parser.parse_args()
     families = args.families or list(CPU_TABLE if args.preset == "cpu" else PAPER_TABLE)
     for family in families:
         parse_family(family)
-    files = sts_files(args.lang, args.train, args.dev, args.test)
+    files = sts_files(args.lang, args.train, args.dev, args.test, args.holdout)
     root = data_root(args.root)
     print(f"STS-B {args.lang}, preset {args.preset}, seed {args.seed}, data root {root}")
     header = f"{'family':<18} {'split':<13} {'MSE':>6} {'Pearson':>8} {'Spearman':>9} {'wall s':>8}  notes"

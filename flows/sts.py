@@ -21,11 +21,17 @@ def _path(path: str) -> str:
     return str((REPO / path).resolve()) if path and not Path(path).is_absolute() else path
 
 
-def sts_files(lang: str, train: str | None, dev: str | None, test: str | None) -> StsFiles:
+def sts_files(lang: str, train: str | None, dev: str | None, test: str | None, holdout: float = 0.0) -> StsFiles:
     """Given files win; otherwise `../shared/data/stsb/stsb-<lang>-{train,dev}.csv` (no test: held back)."""
+    if holdout and not 0.0 < holdout < 1.0:
+        raise ValueError(f"holdout {holdout:g}: expected a share of the training pairs between 0 and 1 (e.g. 0.2)")
     default = f"{STSB}/stsb-{lang}-{{}}.csv"
     files = StsFiles(
-        lang, _path(train or default.format("train")), _path(dev or default.format("dev")), _path(test or "")
+        lang,
+        _path(train or default.format("train")),
+        _path(dev or default.format("dev")),
+        _path(test or ""),
+        float(holdout or 0.0),
     )
     for path in (files.train, *files.splits().values()):
         if not Path(path).is_file():
@@ -43,18 +49,21 @@ def sts(
     preset: str = "cpu",
     seeds: list[int] | None = None,
     overrides: dict | None = None,
+    holdout: float = 0.0,
     root: str | None = None,
 ) -> dict:
     """Train and score each family x language x seed (cached units), then the report.
 
     `families=None`: the preset's table. `train` / `dev` / `test` override the default files (one
     language then). `overrides`: StsTrainConfig fields applied to every trained family (smoke runs).
+    `holdout` > 0: train on the rest of the training pairs and score that seeded share too (split
+    `<train>-holdoutNN`), to choose settings without looking at dev.
     """
     if preset not in PRESETS:
         raise ValueError(f"unknown sts preset {preset!r}: expected one of {', '.join(PRESETS)}")
     names = list(families or (CPU_TABLE if preset == "cpu" else PAPER_TABLE))
     specs = [parse_family(name).spec for name in names]  # one-line errors before any work
-    files = [sts_files(lang, train, dev, test) for lang in langs or ["en"]]
+    files = [sts_files(lang, train, dev, test, holdout) for lang in langs or ["en"]]
     base = data_root(root)
     units = [
         run_stage(sts_unit, base, family=spec, files=f, seed=seed, preset=preset, overrides=overrides)

@@ -7,6 +7,9 @@ because a silently skipped labelled pair changes the benchmark.
 
 Metrics (the survey's): MSE between the prediction and score / 5, Pearson and Spearman of
 prediction vs gold. Spearman is Pearson on average ranks (ties share their mean rank), as SciPy.
+
+`split_holdout` carves a seeded share of the training pairs out as a selection split, so settings
+can be chosen without looking at dev (the split a table reports).
 """
 
 from __future__ import annotations
@@ -70,6 +73,26 @@ def read_sts_csv(path: str | Path) -> StsPairs:
     if not a:
         raise ValueError(f"{path}: no sentence pairs")
     return StsPairs(str(path), a, b, np.asarray(scores, dtype=np.float64), rejects)
+
+
+HOLDOUT_SEED = 20170801  # fixed, not the unit's seed: every unit and seed is selected on the same pairs
+
+
+def split_holdout(pairs: StsPairs, fraction: float) -> tuple[StsPairs, StsPairs]:
+    """(the pairs to train on, the held-out pairs): a seeded `fraction` of `pairs`, in file order each."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"holdout fraction {fraction:g}: expected a number between 0 and 1 (e.g. 0.2)")
+    n_held = round(len(pairs) * fraction)
+    if not 0 < n_held < len(pairs):
+        raise ValueError(f"{pairs.path}: a holdout of {fraction:g} of {len(pairs)} pairs leaves one side empty")
+    held = np.zeros(len(pairs), dtype=bool)
+    held[np.random.default_rng(HOLDOUT_SEED).permutation(len(pairs))[:n_held]] = True
+
+    def take(mask: np.ndarray, rejects: int) -> StsPairs:
+        idx = np.flatnonzero(mask)
+        return StsPairs(pairs.path, [pairs.a[i] for i in idx], [pairs.b[i] for i in idx], pairs.score[idx], rejects)
+
+    return take(~held, pairs.rejects), take(held, 0)
 
 
 def _pearson(x: np.ndarray, y: np.ndarray) -> float:

@@ -29,7 +29,7 @@ from storage.shards import write_shard
 from storage.stage_output import StageOutput, ref_dir
 from tasks.eval_report import METRICS_SCHEMA
 from tasks.stage_cache import STAGE_TASK
-from tasks.sts_data import read_sts_csv, sts_metrics
+from tasks.sts_data import read_sts_csv, split_holdout, sts_metrics
 from tasks.sts_families import FIXED, Family, config_record, content_signature, parse_family, run_family, train_config
 
 STS_CODE_VERSION = "sts-unit-v1"
@@ -40,15 +40,24 @@ METRICS = ("mse", "pearson", "spearman")
 
 @dataclass(frozen=True)
 class StsFiles:
-    """One language's CSVs; `test` is optional (the STS-B test split is held back by default)."""
+    """One language's CSVs; `test` is optional (the STS-B test split is held back by default).
+    `holdout` > 0: that share of `train` (seeded) is not trained on but scored, as split `holdout`."""
 
     lang: str
     train: str
     dev: str
     test: str = ""
+    holdout: float = 0.0
 
     def splits(self) -> dict[str, str]:
         return {"dev": self.dev, **({"test": self.test} if self.test else {})}
+
+    def dataset(self, split: str) -> tuple[str, str]:
+        """(dataset name, file) of a scored split: `stsb-en-train-holdout20` for the holdout."""
+        if split == "holdout":
+            return f"{dataset_name(self.train)}-holdout{round(self.holdout * 100):g}", self.train
+        path = self.splits()[split]
+        return dataset_name(path), path
 
 
 def dataset_name(path: str) -> str:
@@ -89,13 +98,13 @@ def unit_rows(
     created = np.datetime64(int(time.time() * 1e6), "us").astype(object)
     rows = []
     for split, pred in predictions.items():
-        path = files.splits()[split]
+        name, path = files.dataset(split)
         values = sts_metrics(pred, golds[split])
         rows += [
             {
                 "model": family.label,
                 "variant": variant,
-                "dataset": dataset_name(path),
+                "dataset": name,
                 "task": TASK,
                 "metric": metric,
                 "k": None,
@@ -136,6 +145,7 @@ def unit_identity(family: Family, files: StsFiles, seed: int, preset: str, overr
         "preset": preset,
         "config": config_record(config),
         "data": {name: content_signature(path) for name, path in {"train": files.train, **files.splits()}.items()},
+        **({"holdout": files.holdout} if files.holdout else {}),  # absent at 0: earlier units keep their fingerprints
     }
 
 
@@ -154,6 +164,9 @@ def sts_unit(
     config = train_config(fam, preset, seed, overrides)
     train = read_sts_csv(files.train)
     evals = {split: read_sts_csv(path) for split, path in files.splits().items()}
+    if files.holdout:
+        train, held = split_holdout(train, files.holdout)
+        evals = {"holdout": held, **evals}
     folder, _ = model_source(fam, base)
     logger.info("sts %s (%s, seed %d, %s) -> %s", fam.label, files.lang, seed, preset, out.dir)
     started = time.perf_counter()

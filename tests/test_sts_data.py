@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from models.sts_train import StsTrainConfig, get_lr, train_order
-from tasks.sts_data import average_ranks, read_sts_csv, sts_metrics
+from tasks.sts_data import StsPairs, average_ranks, read_sts_csv, split_holdout, sts_metrics
 
 
 def _write(tmp_path, text: str):
@@ -106,3 +106,22 @@ def test_cosent_against_a_loop():
     good = cosent_loss(torch.tensor([0.9, 0.5, 0.1]), torch.tensor([1.0, 0.5, 0.0]))
     bad = cosent_loss(torch.tensor([0.1, 0.5, 0.9]), torch.tensor([1.0, 0.5, 0.0]))
     assert float(good) < 1e-3 and float(bad) > 15
+
+
+def test_holdout_is_a_seeded_disjoint_share_in_file_order():
+    n = 101
+    pairs = StsPairs("t.csv", [f"a{i}" for i in range(n)], [f"b{i}" for i in range(n)], np.arange(n) % 6.0, rejects=3)
+    fit, held = split_holdout(pairs, 0.2)
+    again_fit, again_held = split_holdout(pairs, 0.2)
+    assert len(held) == 20 and len(fit) == 81 and held.a == again_held.a and fit.a == again_fit.a
+    assert sorted(fit.a + held.a) == sorted(pairs.a)  # every pair on exactly one side
+    idx = [int(a[1:]) for a in held.a]
+    assert idx == sorted(idx) and idx != list(range(20))  # file order, not the first rows
+    assert held.b == [f"b{i}" for i in idx] and held.score.tolist() == [i % 6.0 for i in idx]
+    assert fit.rejects == 3 and held.rejects == 0  # the file's blank lines are counted once
+    assert set(split_holdout(pairs, 0.3)[1].a) > set(held.a)  # a larger share holds the smaller one's pairs
+    for bad in (0.0, 1.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            split_holdout(pairs, bad)
+    with pytest.raises(ValueError, match="t.csv: a holdout of 0.001 of 101 pairs leaves one side empty"):
+        split_holdout(pairs, 0.001)

@@ -84,9 +84,46 @@ def test_gur_sts_errors_are_one_line(tmp_path, capsys):
         (["sts", f"siamese:{tmp_path / 'gone'}"], "model folder not found"),
         (["sts", "glove", "--train", str(tmp_path / "none.csv")], "none.csv"),
         (["sts", "glove", "--lang", "en", "zh", "--train", str(csv)], "give one --lang"),
+        (["sts", "glove", "--holdout", "1.5"], "--holdout 1.5: expected a share"),
     ]
     for argv, message in cases:
         assert main([*argv, "--root", str(tmp_path / "data")]) == 1
         err = capsys.readouterr().err.strip()
         assert err.startswith("gur: error:") and message in err and "\n" not in err, err
     assert not (tmp_path / "data").exists()
+
+
+def test_holdout_scores_a_share_of_train_that_training_never_sees(tmp_path):
+    require_shared(STSB / "stsb-en-train.csv")
+    import pyarrow.parquet as pq
+
+    from flows.sts import sts
+    from storage.manifest import read_manifest
+    from storage.stage_output import ref_dir
+    from tasks.sts_data import read_sts_csv, split_holdout
+
+    train = write_csv(tmp_path / "train.csv", stsb_rows("en", "train", 40))
+    params = dict(
+        families=["w2v-cbow", "rnn"],
+        train=str(train),
+        dev=str(write_csv(tmp_path / "dev.csv", stsb_rows("en", "dev", 16))),
+        overrides={"max_steps": 2, "batch_size": 8},
+        root=str(tmp_path / "data"),
+    )
+    plain = sts(**params)
+    held = sts(**params, holdout=0.25)
+    root = tmp_path / "data"
+    assert {u["fingerprint"] for u in plain["units"]}.isdisjoint(u["fingerprint"] for u in held["units"])
+    assert read_manifest(ref_dir(root, plain["units"][1]))["rows"]["train_pairs"] == 40
+    rnn = ref_dir(root, held["units"][1])
+    assert read_manifest(rnn)["rows"]["train_pairs"] == 30  # 40 pairs less the 10 held out
+
+    def datasets(unit: dict) -> set[str]:
+        return {r["dataset"] for r in pq.read_table(ref_dir(root, unit) / "part-00000.parquet").to_pylist()}
+
+    assert datasets(plain["units"][1]) == {"dev"} and datasets(held["units"][1]) == {"train-holdout25", "dev"}
+    predictions = pq.read_table(rnn / "predictions.parquet").to_pylist()
+    gold = [r["gold"] for r in predictions if r["split"] == "holdout"]
+    assert gold == split_holdout(read_sts_csv(train), 0.25)[1].score.tolist()
+    # the word2vec family trains its vectors on the training sentences: the held-out ones are not among them
+    assert read_manifest(ref_dir(root, held["units"][0]))["rows"]["train_pairs"] == 30
