@@ -63,14 +63,24 @@ def require_shared(*paths: Path) -> None:
 def task_run_states(state) -> list[tuple[str, str]]:
     """(task name, state name) of every task run of the flow run that returned `state` (`return_state=True`),
     sorted. A stage task that reused its complete output ends `Cached`, one that computed it `Completed`."""
+    import time
+
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
+    # The server records task runs and their states from events, after the flow has returned: under
+    # load a run can still lack its state. Read until every run has a final state and two reads agree.
+    flow_filter = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+    previous, deadline = None, time.monotonic() + 60
     with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
-        )
-    return sorted((run.name.rsplit("-", 1)[0], run.state.name) for run in runs)
+        while True:
+            runs = client.read_task_runs(flow_run_filter=flow_filter)
+            final = all(run.state is not None and run.state.is_final() for run in runs)
+            got = sorted((run.name.rsplit("-", 1)[0], run.state.name if run.state else "") for run in runs)
+            if (final and got == previous) or time.monotonic() > deadline:
+                return got
+            previous = got
+            time.sleep(0.25)
 
 
 def task_states(state) -> dict[str, str]:
