@@ -220,6 +220,7 @@ def check_evaluate(args: argparse.Namespace) -> None:
 
 def check_sts(args: argparse.Namespace) -> None:
     from tasks.check_inputs import require_path
+    from tasks.sts_data import check_holdout
     from tasks.sts_families import parse_family
 
     for family in args.families:
@@ -229,8 +230,8 @@ def check_sts(args: argparse.Namespace) -> None:
             require_path(path)
     if (args.train or args.dev or args.test) and len(args.lang) > 1:
         raise ValueError("--train/--dev/--test name one language's files: give one --lang")
-    if args.holdout and not 0.0 < args.holdout < 1.0:
-        raise ValueError(f"--holdout {args.holdout:g}: expected a share of the training pairs between 0 and 1")
+    if args.holdout:
+        check_holdout(args.holdout, "--holdout")
 
 
 def check_nightly(args: argparse.Namespace) -> None:

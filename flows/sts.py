@@ -9,6 +9,7 @@ from prefect import flow
 from storage.layout import data_root
 from tasks.catalog_task import update_catalog
 from tasks.stage_cache import run_stage
+from tasks.sts_data import check_holdout
 from tasks.sts_families import CPU_TABLE, PAPER_TABLE, PRESETS, parse_family
 from tasks.sts_task import StsFiles, publish_sts, sts_report, sts_unit
 
@@ -23,8 +24,8 @@ def _path(path: str) -> str:
 
 def sts_files(lang: str, train: str | None, dev: str | None, test: str | None, holdout: float = 0.0) -> StsFiles:
     """Given files win; otherwise `../shared/data/stsb/stsb-<lang>-{train,dev}.csv` (no test: held back)."""
-    if holdout and not 0.0 < holdout < 1.0:
-        raise ValueError(f"holdout {holdout:g}: expected a share of the training pairs between 0 and 1 (e.g. 0.2)")
+    if holdout:
+        check_holdout(holdout)
     default = f"{STSB}/stsb-{lang}-{{}}.csv"
     files = StsFiles(
         lang,

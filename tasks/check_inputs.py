@@ -114,29 +114,43 @@ def check_text_file(path: str | Path, text_field: str) -> None:
     check_columns(p, detect_format(p), {"--text-field": text_field})
 
 
-TRAIN_LOOP = Path(__file__).resolve().parents[1] / "models" / "train_loop.py"
+MODELS = Path(__file__).resolve().parents[1] / "models"
 SET_BY_TRAIN = ("out_dir", "shards", "method", "questions")  # the train command sets these itself
 
 
-def train_option_names() -> list[str]:
-    """The `TrainConfig` fields `gur train --options` accepts, read from models/train_loop.py's source
-    (importing it would load torch: seconds before a one-line error)."""
+def config_field_names(source: Path, class_name: str) -> list[str]:
+    """The fields of dataclass `class_name`, read from its module's source (importing the module would
+    load torch: seconds before a one-line error)."""
     import ast
 
-    tree = ast.parse(TRAIN_LOOP.read_text(encoding="utf-8"))
-    config = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TrainConfig")
-    names = [n.target.id for n in config.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
-    return [name for name in names if name not in SET_BY_TRAIN]
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    config = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name)
+    return [n.target.id for n in config.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
 
 
-def check_train_options(options: object) -> dict:
-    """`--options` is a JSON object of `TrainConfig` fields; an unknown name is one line with the closest."""
+def train_option_names() -> list[str]:
+    """The `TrainConfig` fields `gur train --options` accepts."""
+    return [name for name in config_field_names(MODELS / "train_loop.py", "TrainConfig") if name not in SET_BY_TRAIN]
+
+
+def check_config_options(options: object, known: list[str], config: str, example: str, listed: str) -> dict:
+    """`--options` is a JSON object of `config`'s fields; an unknown name is one line with the closest."""
     if not isinstance(options, dict):
-        raise ValueError("--options must be a JSON object, e.g. '{\"kl_weight\": 0.5}'")
-    known = train_option_names()
+        raise ValueError(f"--options must be a JSON object, e.g. '{example}'")
     for name in options:
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ValueError(f"--options: {name!r} is not a TrainConfig field; {hint}(`gur train --help` lists them)")
+            raise ValueError(f"--options: {name!r} is not a {config} field; {hint}({listed} lists them)")
     return options
+
+
+def check_train_options(options: object) -> dict:
+    return check_config_options(
+        options, train_option_names(), "TrainConfig", '{"kl_weight": 0.5}', "`gur train --help`"
+    )
+
+
+def check_sts_options(options: object) -> dict:
+    known = config_field_names(MODELS / "sts_train.py", "StsTrainConfig")
+    return check_config_options(options, known, "StsTrainConfig", '{"epochs": 4}', "models/sts_train.py")

@@ -78,10 +78,15 @@ def read_sts_csv(path: str | Path) -> StsPairs:
 HOLDOUT_SEED = 20170801  # fixed, not the unit's seed: every unit and seed is selected on the same pairs
 
 
+def check_holdout(share: float, name: str = "holdout") -> None:
+    """A holdout is a share of the training pairs: strictly between 0 and 1."""
+    if not 0.0 < share < 1.0:
+        raise ValueError(f"{name} {share:g}: expected a share of the training pairs between 0 and 1 (e.g. 0.2)")
+
+
 def split_holdout(pairs: StsPairs, fraction: float) -> tuple[StsPairs, StsPairs]:
     """(the pairs to train on, the held-out pairs): a seeded `fraction` of `pairs`, in file order each."""
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"holdout fraction {fraction:g}: expected a number between 0 and 1 (e.g. 0.2)")
+    check_holdout(fraction)
     n_held = round(len(pairs) * fraction)
     if not 0 < n_held < len(pairs):
         raise ValueError(f"{pairs.path}: a holdout of {fraction:g} of {len(pairs)} pairs leaves one side empty")
