@@ -219,7 +219,7 @@ def check_evaluate(args: argparse.Namespace) -> None:
 
 
 def check_sts(args: argparse.Namespace) -> None:
-    from tasks.check_inputs import require_path
+    from tasks.check_inputs import check_sts_options, require_path
     from tasks.sts_data import check_holdout
     from tasks.sts_families import parse_family
 
@@ -232,6 +232,8 @@ def check_sts(args: argparse.Namespace) -> None:
         raise ValueError("--train/--dev/--test name one language's files: give one --lang")
     if args.holdout:
         check_holdout(args.holdout, "--holdout")
+    if args.options:
+        check_sts_options(json_option(args.options, "--options"))
 
 
 def check_nightly(args: argparse.Namespace) -> None:

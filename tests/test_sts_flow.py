@@ -85,6 +85,8 @@ def test_gur_sts_errors_are_one_line(tmp_path, capsys):
         (["sts", "glove", "--train", str(tmp_path / "none.csv")], "none.csv"),
         (["sts", "glove", "--lang", "en", "zh", "--train", str(csv)], "give one --lang"),
         (["sts", "glove", "--holdout", "1.5"], "--holdout 1.5: expected a share"),
+        (["sts", "glove", "--options", '{"epoch": 4}'], "not a StsTrainConfig field; did you mean 'epochs'"),
+        (["sts", "glove", "--options", "{epochs: 4}"], "--options: not valid JSON"),
     ]
     for argv, message in cases:
         assert main([*argv, "--root", str(tmp_path / "data")]) == 1
