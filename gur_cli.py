@@ -142,7 +142,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def reader_config(args: argparse.Namespace):
-    from tasks.read_corpus import ReaderConfig
+    from tasks.ingest.readers import ReaderConfig
 
     return ReaderConfig(
         format=args.format,
@@ -171,7 +171,7 @@ def check_dask(args: argparse.Namespace) -> None:
 
 
 def check_build_pairs(args: argparse.Namespace) -> None:
-    from tasks.check_inputs import check_corpus
+    from tasks.ingest.checks import check_corpus
 
     check_dask(args)
     if args.input is not None:
@@ -181,7 +181,7 @@ def check_build_pairs(args: argparse.Namespace) -> None:
 
 
 def check_mine_keywords(args: argparse.Namespace) -> None:
-    from tasks.check_inputs import check_corpus
+    from tasks.ingest.checks import check_corpus
 
     check_dask(args)
     if args.input is not None:
@@ -190,7 +190,7 @@ def check_mine_keywords(args: argparse.Namespace) -> None:
 
 
 def check_train(args: argparse.Namespace) -> None:
-    from tasks.check_inputs import check_text_file, check_train_options, require_path
+    from tasks.ingest.checks import check_text_file, check_train_options, require_path
 
     check_train_options(json_option(args.options, "--options") if args.options else {})
     if args.method == "gur":
@@ -206,7 +206,7 @@ def check_train(args: argparse.Namespace) -> None:
 
 
 def check_evaluate(args: argparse.Namespace) -> None:
-    from tasks.check_inputs import require_path
+    from tasks.ingest.checks import require_path
 
     check_dask(args)
     for model in args.models:
@@ -219,9 +219,9 @@ def check_evaluate(args: argparse.Namespace) -> None:
 
 
 def check_sts(args: argparse.Namespace) -> None:
-    from tasks.check_inputs import check_sts_options, require_path
-    from tasks.sts_data import check_holdout
-    from tasks.sts_families import parse_family
+    from tasks.ingest.checks import check_sts_options, require_path
+    from tasks.sts.data import check_holdout
+    from tasks.sts.families import parse_family
 
     for family in args.families:
         parse_family(family)  # an unknown name or a missing model folder: one line, before Prefect starts
@@ -238,8 +238,8 @@ def check_sts(args: argparse.Namespace) -> None:
 
 def check_nightly(args: argparse.Namespace) -> None:
     from storage.layout import data_root
-    from tasks.check_inputs import require_path
-    from tasks.nightly_config import CONFIG_NAME, load_nightly_config
+    from tasks.ingest.checks import require_path
+    from tasks.nightly.config import CONFIG_NAME, load_nightly_config
 
     config = load_nightly_config(args.config or data_root(args.root) / CONFIG_NAME)
     require_path(config.corpus.path, f"{config.source}: [corpus] path")
@@ -247,7 +247,7 @@ def check_nightly(args: argparse.Namespace) -> None:
 
 def check_serve(args: argparse.Namespace) -> None:
     from deployments.local_server import running_server
-    from tasks.check_inputs import require_path
+    from tasks.ingest.checks import require_path
 
     if args.nightly_config:
         require_path(args.nightly_config, "--nightly-config")
@@ -332,7 +332,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def keywords_config(args: argparse.Namespace):
     """The `KeywordsConfig` the mine-keywords flow builds from these options (built here for its checks)."""
-    from tasks.filter_keywords import KeywordsConfig
+    from tasks.keywords.filter import KeywordsConfig
 
     return KeywordsConfig(
         k=args.k,
@@ -507,7 +507,7 @@ def cmd_sts(args: argparse.Namespace) -> int:
 
 
 def _baselines() -> tuple[str, ...]:
-    from tasks.eval_models import BASELINES
+    from tasks.evaluate.models import BASELINES
 
     return BASELINES
 
@@ -580,7 +580,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 def cmd_models(args: argparse.Namespace) -> int:
     from storage.layout import data_root
-    from tasks.champion import history, read_champion
+    from tasks.nightly.champion import history, read_champion
 
     root = data_root(args.root)
     champion = read_champion(root)
@@ -602,7 +602,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     from storage.layout import data_root
-    from tasks.champion import read_champion, record_decision, set_champion
+    from tasks.nightly.champion import read_champion, record_decision, set_champion
 
     root = data_root(args.root)
     export = Path(args.export).resolve()
@@ -625,7 +625,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 def cmd_rollback(args: argparse.Namespace) -> int:
     from storage.layout import data_root
-    from tasks.champion import record_decision, rollback
+    from tasks.nightly.champion import record_decision, rollback
 
     root = data_root(args.root)
     current, restored = rollback(root)
@@ -659,7 +659,7 @@ class RawHelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
 
 
 def nightly_example() -> str:
-    from tasks import nightly_config
+    from tasks.nightly import config as nightly_config
 
     return nightly_config.__doc__.split("\n\n", 1)[1].split("\nMetric names")[0]
 
@@ -667,15 +667,15 @@ def nightly_example() -> str:
 def build_parser() -> argparse.ArgumentParser:
     # Option defaults are the config dataclasses' own (one place each); `%(default)s` shows them in --help.
     from deployments.serve import NIGHTLY_CRON, NIGHTLY_TZ
-    from tasks.eval_data import DemoRetrievalConfig
-    from tasks.eval_suite import DatasetSpec, SuiteConfig
-    from tasks.eval_tasks import QuestionRetrievalConfig
-    from tasks.filter_keywords import KeywordsConfig
-    from tasks.ingest_documents import IngestConfig
-    from tasks.pair_candidates import RULES, PairConfig
-    from tasks.read_corpus import ReaderConfig
-    from tasks.shuffle_pairs import ShuffleConfig
-    from tasks.split_sentences import SplitConfig
+    from tasks.evaluate.data import DemoRetrievalConfig
+    from tasks.evaluate.scoring import QuestionRetrievalConfig
+    from tasks.evaluate.suite import DatasetSpec, SuiteConfig
+    from tasks.ingest.documents import IngestConfig
+    from tasks.ingest.readers import ReaderConfig
+    from tasks.keywords.filter import KeywordsConfig
+    from tasks.pair.candidates import RULES, PairConfig
+    from tasks.shuffle.phases import ShuffleConfig
+    from tasks.split.sentences import SplitConfig
 
     root_help = "data root (default: $GUR_HOME or ./data); before or after the command"
     parser = argparse.ArgumentParser(
@@ -951,7 +951,7 @@ examples:
         "--batch-size", type=int, default=None, help="tfcsg/simcse: questions per batch (default: the preset's)"
     )
     tr.add_argument("--seed", type=int, default=None, help="seed of data order, dropout and new weights (default: 0)")
-    from tasks.check_inputs import train_option_names
+    from tasks.ingest.checks import train_option_names
 
     tr.add_argument(
         "--options",

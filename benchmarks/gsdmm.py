@@ -56,7 +56,7 @@ def python_reference(
     the same random stream as `MovieGroupProcess` so that the labels can be compared."""
     import numpy as np
 
-    from tasks.gsdmm import _BLOCK
+    from tasks.keywords.gsdmm import _BLOCK
 
     docs = [list(dict.fromkeys(doc)) for doc in docs]
     V = len({w for doc in docs for w in doc})  # noqa: N806
@@ -117,8 +117,8 @@ def read_stackoverflow(path: Path) -> tuple[list[str], list[str]]:
 
 
 def bench_synthetic(args: argparse.Namespace) -> None:
-    from tasks.gsdmm import MovieGroupProcess
-    from tasks.topic_coherence import normalized_mutual_info
+    from tasks.keywords.coherence import normalized_mutual_info
+    from tasks.keywords.gsdmm import MovieGroupProcess
 
     docs, truth = synthetic_corpus(args.docs, args.vocab, args.topics, args.length, seed=0)
     used = len({w for d in docs for w in d})
@@ -150,9 +150,9 @@ def bench_synthetic(args: argparse.Namespace) -> None:
 
 
 def bench_stackoverflow(args: argparse.Namespace) -> None:
-    from tasks.filter_keywords import tokenize
-    from tasks.gsdmm import MovieGroupProcess
-    from tasks.topic_coherence import normalized_mutual_info
+    from tasks.keywords.coherence import normalized_mutual_info
+    from tasks.keywords.filter import tokenize
+    from tasks.keywords.gsdmm import MovieGroupProcess
 
     titles, tags = read_stackoverflow(args.stackoverflow)
     t0 = time.perf_counter()
@@ -179,9 +179,9 @@ def so_report(args: argparse.Namespace) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from tasks.filter_keywords import KeywordsConfig, mine_keywords_table, tokenize
-    from tasks.gsdmm import MovieGroupProcess
-    from tasks.topic_coherence import normalized_mutual_info, plot_sweep, summarize_sweep, sweep_k
+    from tasks.keywords.coherence import normalized_mutual_info, plot_sweep, summarize_sweep, sweep_k
+    from tasks.keywords.filter import KeywordsConfig, mine_keywords_table, tokenize
+    from tasks.keywords.gsdmm import MovieGroupProcess
 
     titles, tags = read_stackoverflow(args.stackoverflow)
     docs = [[t.norm for t in tokenize(title)] for title in titles]

@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from storage.shards import finished_shards  # noqa: E402
-from tasks.ingest_documents import IngestConfig, ingest_corpus  # noqa: E402
-from tasks.read_corpus import ReaderConfig, default_corpus  # noqa: E402
-from tasks.split_sentences import SplitConfig, split_all  # noqa: E402
+from tasks.ingest.documents import IngestConfig, ingest_corpus  # noqa: E402
+from tasks.ingest.readers import ReaderConfig, default_corpus  # noqa: E402
+from tasks.split.sentences import SplitConfig, split_all  # noqa: E402
 
 EN_WORDS = (
     "the of and to in a is that for it as was with be by on not he this are or his from at which but have an they "

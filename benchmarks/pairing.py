@@ -38,10 +38,10 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.lcs_automaton import char_weight_table  # noqa: E402
-from tasks.pair_candidates import PairConfig, qualifying_pairs  # noqa: E402
-from tasks.pair_sentences import pair_table, sentence_arrays  # noqa: E402
-from tasks.split_sentences import normalize  # noqa: E402
+from tasks.pair.automaton import char_weight_table  # noqa: E402
+from tasks.pair.candidates import PairConfig, qualifying_pairs  # noqa: E402
+from tasks.pair.table import pair_table, sentence_arrays  # noqa: E402
+from tasks.split.sentences import normalize  # noqa: E402
 
 EN_WORDS = (
     "the of and to in a is that for it as was with be by on not he this are or his from at which but have an they "

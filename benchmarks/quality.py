@@ -136,8 +136,8 @@ def write_training_file(rows: list[dict], path: Path) -> Path:
 
 
 def score(spec: str, heldout, stsb) -> dict[str, float]:
-    from tasks.eval_models import resolve_model
-    from tasks.eval_tasks import question_retrieval, sts
+    from tasks.evaluate.models import resolve_model
+    from tasks.evaluate.scoring import question_retrieval, sts
 
     model = resolve_model(spec)
     values = {}
@@ -187,7 +187,7 @@ def run_split(split: str, rows: list[str], args, root: Path, results_path: Path,
     """Keywords on the split's training titles, then each row: trained (per seed) and scored."""
     from flows.mine_keywords import mine_keywords
     from flows.train import train_flow
-    from tasks.eval_data import LabelledTexts
+    from tasks.evaluate.data import LabelledTexts
 
     train_rows, held_rows = split_rows(Path(args.stackoverflow), args.heldout_percent, split)
     names = sorted({r["tag"] for r in held_rows})
@@ -256,7 +256,7 @@ def main() -> None:
     unknown = [r for r in [*args.rows, *args.ablations] if r not in BASELINES and r not in TRAINED]
     if unknown:
         parser.error(f"unknown rows {unknown}; choose from {[*BASELINES, *TRAINED]}")
-    from tasks.eval_data import load_stsb
+    from tasks.evaluate.data import load_stsb
 
     started = time.time()
     work = Path(args.workdir).resolve()

@@ -55,15 +55,15 @@ def warm_up() -> None:
     """On a worker: the imports its first task would pay (Prefect ~4 s, the stage modules, numba kernels' cache)."""
     import prefect.task_engine  # noqa: F401
 
-    import tasks.pair_shards  # noqa: F401
-    import tasks.shuffle_pairs  # noqa: F401
-    import tasks.split_sentences  # noqa: F401
+    import tasks.pair.shards  # noqa: F401
+    import tasks.shuffle.phases  # noqa: F401
+    import tasks.split.sentences  # noqa: F401
 
 
 def api_url() -> str:
     from prefect import flow
 
-    from tasks.dask_cluster import prefect_api_url
+    from tasks.runtime.dask_cluster import prefect_api_url
 
     return flow(name="api-url")(prefect_api_url)()
 

@@ -1,4 +1,4 @@
-"""Exact top-100 search, ours (`tasks.exact_search`) vs `sentence_transformers.util.semantic_search`.
+"""Exact top-100 search, ours (`tasks.evaluate.search`) vs `sentence_transformers.util.semantic_search`.
 
     .venv/bin/python benchmarks/search.py                 # encode 20k real texts with MiniLM, then search
     .venv/bin/python benchmarks/search.py --random        # random unit vectors: search only, no encoding
@@ -24,13 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from tasks.exact_search import exact_search  # noqa: E402
+from tasks.evaluate.search import exact_search  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def load_texts(n: int) -> list[str]:
-    from tasks.eval_data import load_stackoverflow, load_stsb
+    from tasks.evaluate.data import load_stackoverflow, load_stsb
 
     texts = list(dict.fromkeys(load_stackoverflow(SHARED / "stackoverflow" / "train.tsv").texts))
     pairs = load_stsb(SHARED / "stsb" / "stsb-en-train.csv")
@@ -79,7 +79,7 @@ def main() -> int:
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
         print(f"{args.n} random 384-d unit vectors")
     else:
-        from tasks.eval_models import resolve_model
+        from tasks.evaluate.models import resolve_model
 
         texts = load_texts(args.n)
         model = resolve_model("minilm")

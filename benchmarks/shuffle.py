@@ -50,7 +50,7 @@ WORDS = np.array(
 RUN_OURS = """
 import json, sys, time
 from pathlib import Path
-from tasks.shuffle_pairs import ShuffleConfig, shuffle_all
+from tasks.shuffle.phases import ShuffleConfig, shuffle_all
 inputs = sorted(Path(sys.argv[1]).glob("part-*.parquet"))
 t = time.perf_counter()
 stats = shuffle_all(inputs, Path(sys.argv[2]), ShuffleConfig(memory_limit=sys.argv[3]))
@@ -63,7 +63,7 @@ import sys, time
 from pathlib import Path
 import pyarrow.parquet as pq
 from storage.shards import ROW_GROUP_SIZE
-from tasks.shuffle_pairs import ShuffleConfig
+from tasks.shuffle.phases import ShuffleConfig
 out = Path(sys.argv[2])
 out.mkdir(parents=True, exist_ok=True)
 codec = ShuffleConfig().shard_compression
@@ -121,7 +121,7 @@ def generate(folder: Path, target_bytes: int, rows_per_shard: int = 1_000_000, s
     way the pair stage hashes the unordered normalized texts. About 2% of rows repeat an
     earlier pair of their shard in swapped order.
     """
-    from tasks.shuffle_pairs import _splitmix64
+    from tasks.shuffle.phases import _splitmix64
 
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)

@@ -45,7 +45,7 @@ def run_unit(family: str, files, seed: int, preset: str, root: Path) -> tuple[di
     from prefect.states import State
 
     from storage.stage_output import ref_manifest
-    from tasks.sts_task import sts_unit
+    from tasks.sts.task import sts_unit
 
     result = sts_unit.fn(family=family, files=files, seed=seed, preset=preset, root=str(root))
     cached = isinstance(result, State)
@@ -87,7 +87,7 @@ def check_targets(spearman: dict[str, float], dataset: str) -> list[str]:
 def main() -> int:
     from flows.sts import sts_files
     from storage.layout import data_root
-    from tasks.sts_families import CPU_TABLE, PAPER_TABLE, parse_family
+    from tasks.sts.families import CPU_TABLE, PAPER_TABLE, parse_family
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("families", nargs="*", help="families (default: the preset's table)")

@@ -11,20 +11,20 @@ from prefect import flow
 
 from flows.shuffle_pairs import shuffle_on_dask
 from storage.layout import data_root
-from tasks.catalog_task import update_catalog
-from tasks.dask_cluster import dask_scheduler
-from tasks.eval_data import DemoRetrievalConfig
-from tasks.flow_artifacts import publish_build_artifacts
-from tasks.ingest_documents import IngestConfig
-from tasks.ingest_task import ingest, require_documents
-from tasks.pair_candidates import PairConfig
-from tasks.pair_task import pair
-from tasks.read_corpus import ReaderConfig, default_corpus
-from tasks.shuffle_pairs import ShuffleConfig
-from tasks.shuffle_task import shuffle
-from tasks.split_sentences import SplitConfig
-from tasks.split_task import split
-from tasks.stage_cache import run_stage
+from tasks.evaluate.data import DemoRetrievalConfig
+from tasks.ingest.documents import IngestConfig
+from tasks.ingest.readers import ReaderConfig, default_corpus
+from tasks.ingest.task import ingest, require_documents
+from tasks.pair.candidates import PairConfig
+from tasks.pair.task import pair
+from tasks.runtime.artifacts import publish_build_artifacts
+from tasks.runtime.catalog import update_catalog
+from tasks.runtime.dask_cluster import dask_scheduler
+from tasks.runtime.stage_cache import run_stage
+from tasks.shuffle.phases import ShuffleConfig
+from tasks.shuffle.task import shuffle
+from tasks.split.sentences import SplitConfig
+from tasks.split.task import split
 
 
 class StageConfigs(NamedTuple):

@@ -7,13 +7,13 @@ from pathlib import Path
 from prefect import flow
 
 from storage.layout import data_root
-from tasks.catalog_task import update_catalog
-from tasks.dask_cluster import dask_scheduler, map_units
-from tasks.eval_models import BASELINES, model_fingerprint
-from tasks.eval_suite import DatasetSpec, SuiteConfig, applicable
-from tasks.eval_tasks import QuestionRetrievalConfig, RetrievalConfig, ZeroShotConfig
-from tasks.evaluate_task import evaluate_unit, publish_evaluation, write_metrics
-from tasks.stage_cache import run_stage
+from tasks.evaluate.models import BASELINES, model_fingerprint
+from tasks.evaluate.scoring import QuestionRetrievalConfig, RetrievalConfig, ZeroShotConfig
+from tasks.evaluate.suite import DatasetSpec, SuiteConfig, applicable
+from tasks.evaluate.task import evaluate_unit, publish_evaluation, write_metrics
+from tasks.runtime.catalog import update_catalog
+from tasks.runtime.dask_cluster import dask_scheduler, map_units
+from tasks.runtime.stage_cache import run_stage
 
 REPO = Path(__file__).resolve().parents[1]
 STACKOVERFLOW = "../shared/data/stackoverflow/train.tsv"

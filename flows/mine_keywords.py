@@ -7,16 +7,16 @@ from pathlib import Path
 from prefect import flow
 
 from storage.layout import data_root
-from tasks.catalog_task import update_catalog
-from tasks.dask_cluster import dask_scheduler
-from tasks.filter_keywords import KeywordsConfig
-from tasks.ingest_documents import IngestConfig
-from tasks.ingest_task import ingest, require_documents
-from tasks.keywords_task import keywords
-from tasks.read_corpus import ReaderConfig, default_corpus
-from tasks.split_sentences import SplitConfig
-from tasks.split_task import split
-from tasks.stage_cache import run_stage
+from tasks.ingest.documents import IngestConfig
+from tasks.ingest.readers import ReaderConfig, default_corpus
+from tasks.ingest.task import ingest, require_documents
+from tasks.keywords.filter import KeywordsConfig
+from tasks.keywords.task import keywords
+from tasks.runtime.catalog import update_catalog
+from tasks.runtime.dask_cluster import dask_scheduler
+from tasks.runtime.stage_cache import run_stage
+from tasks.split.sentences import SplitConfig
+from tasks.split.task import split
 
 
 @flow(name="mine-keywords", log_prints=True)

@@ -1,6 +1,6 @@
 """The `nightly-retrain` flow: data -> candidate -> candidate vs champion -> gate -> maybe a new champion.
 
-One run, configured by `nightly.toml` (tasks/nightly_config.py):
+One run, configured by `nightly.toml` (tasks/nightly/config.py):
 1. the data stages on the corpus folder: `mine-keywords` for TFCSG, `build-pairs` for GUR (cache
    hits when no file changed);
 2. nothing new: the data and the training settings are those the champion was trained with -> a
@@ -8,7 +8,7 @@ One run, configured by `nightly.toml` (tasks/nightly_config.py):
 3. `train` a candidate, warm-started from the champion (the configured init on the first night);
    a run killed mid-training resumes from its checkpoint next time (same inputs, same folder);
 4. `evaluate` candidate and champion (first night: the init model) on the frozen suite;
-5. the gate (tasks/champion.py: `gate`): promote iff the primary metric gains at least the
+5. the gate (tasks/nightly/champion.py: `gate`): promote iff the primary metric gains at least the
    margin and no guard drops more than allowed; champion.json is replaced atomically and every
    decision is a `promotions` row and a Prefect markdown artifact.
 A lock on the data root keeps it to one run at a time (a second run fails at once, naming the first).
@@ -25,10 +25,10 @@ from prefect import flow
 
 from storage.layout import data_root
 from storage.stage_output import ref_dir
-from tasks.catalog_task import update_catalog
-from tasks.champion import gate, read_champion, record_decision, root_lock, set_champion
-from tasks.nightly_config import CONFIG_NAME, NightlyConfig, load_nightly_config
-from tasks.nightly_report import decision_markdown, metrics_by_model, publish, training_settings
+from tasks.nightly.champion import gate, read_champion, record_decision, root_lock, set_champion
+from tasks.nightly.config import CONFIG_NAME, NightlyConfig, load_nightly_config
+from tasks.nightly.report import decision_markdown, metrics_by_model, publish, training_settings
+from tasks.runtime.catalog import update_catalog
 
 
 def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, str]:

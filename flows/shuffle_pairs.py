@@ -12,10 +12,10 @@ from pathlib import Path
 from prefect import flow, unmapped
 
 from storage.layout import data_root
-from tasks.catalog_task import update_catalog
-from tasks.dask_cluster import wait_logging
-from tasks.shuffle_distributed_tasks import partition_pairs, plan_shuffle, sort_pairs_partition, write_shards
-from tasks.shuffle_pairs import ShuffleConfig
+from tasks.runtime.catalog import update_catalog
+from tasks.runtime.dask_cluster import wait_logging
+from tasks.shuffle.phases import ShuffleConfig
+from tasks.shuffle.task import partition_pairs, plan_shuffle, sort_pairs_partition, write_shards
 
 
 @flow(name="shuffle-pairs")

@@ -7,11 +7,11 @@ from pathlib import Path
 from prefect import flow
 
 from storage.layout import data_root
-from tasks.catalog_task import update_catalog
-from tasks.stage_cache import run_stage
-from tasks.sts_data import check_holdout
-from tasks.sts_families import CPU_TABLE, PAPER_TABLE, PRESETS, parse_family
-from tasks.sts_task import StsFiles, publish_sts, sts_report, sts_unit
+from tasks.runtime.catalog import update_catalog
+from tasks.runtime.stage_cache import run_stage
+from tasks.sts.data import check_holdout
+from tasks.sts.families import CPU_TABLE, PAPER_TABLE, PRESETS, parse_family
+from tasks.sts.task import StsFiles, publish_sts, sts_report, sts_unit
 
 REPO = Path(__file__).resolve().parents[1]
 STSB = "../shared/data/stsb"

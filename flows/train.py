@@ -9,10 +9,10 @@ from prefect import flow
 
 from storage.layout import data_root
 from storage.stage_output import latest_ref, ref_complete
-from tasks.catalog_task import update_catalog
-from tasks.flow_artifacts import publish_train_artifacts
-from tasks.stage_cache import run_stage
-from tasks.train_task import file_ref, train
+from tasks.runtime.artifacts import publish_train_artifacts
+from tasks.runtime.catalog import update_catalog
+from tasks.runtime.stage_cache import run_stage
+from tasks.train.task import file_ref, train
 
 OBJECTIVES = ("lm+cl", "cl", "lm")
 METHODS = ("gur", "tfcsg", "simcse")

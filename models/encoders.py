@@ -11,7 +11,7 @@ all-zero row when a text has nothing the model knows: cosine 0 with everything),
 - `BM25Ranker`: bm25s (Lucene BM25) over `word_tokens`: a ranker, not an encoder.
 
 Which model a string such as `minilm` or `word2vec:corpus.jsonl` names, and the baselines that
-need a corpus, live in `tasks/eval_models.py`: this layer never imports `tasks/`.
+need a corpus, live in `tasks/evaluate/models.py`: this layer never imports `tasks/`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Brute-force references for the pair stage: the oracles its compiled paths are tested against.
 
 - ``common_substring_reference``: the O(len(a) * len(b)) dynamic programme for the heaviest and
-  longest common substring (``tasks/lcs_automaton.py``'s suffix automaton);
+  longest common substring (``tasks/pair/automaton.py``'s suffix automaton);
 - ``reference_qualifying``: every qualifying pair of every document, each pair checked with the
-  DP (``tasks/pair_candidates.qualifying_pairs``'s gram index);
+  DP (``tasks/pair/candidates.qualifying_pairs``'s gram index);
 - ``reference_select``: GUR's caps and seeded partner order written plainly over brute-force
-  partner sets (``tasks/pair_candidates.select_pairs``), with plain-Python copies of the seeded
+  partner sets (``tasks/pair/candidates.select_pairs``), with plain-Python copies of the seeded
   priority hashes.
 
 Test-only: the product never calls any of this, so it lives under ``tests/``.
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tasks.lcs_automaton import WEIGHTED, CommonSubstring, char_weight_table
-from tasks.pair_candidates import _GOLDEN, _M64, _PAIR_SALT, COUNTERS, PairConfig, Selection, SentenceArrays
+from tasks.pair.automaton import WEIGHTED, CommonSubstring, char_weight_table
+from tasks.pair.candidates import _GOLDEN, _M64, _PAIR_SALT, COUNTERS, PairConfig, Selection, SentenceArrays
 
 
 def common_substring_reference(a: str, b: str, rule: str = WEIGHTED) -> CommonSubstring:

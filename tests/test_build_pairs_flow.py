@@ -155,7 +155,7 @@ def test_gur_errors_are_one_line(tmp_path, capsys):
 def test_two_phase_shuffle_flow_matches_the_single_machine_task(tmp_path, corpus):
     from flows.build_pairs import build_pairs
     from flows.shuffle_pairs import shuffle_pairs
-    from tasks.shuffle_pairs import ShuffleConfig
+    from tasks.shuffle.phases import ShuffleConfig
 
     lines = [
         json.dumps({"title": f"T{i}", "text": f"Shared words number {i} here. Shared words number {i} too."})

@@ -34,7 +34,7 @@ import functools, importlib.abc, importlib.machinery, sys, time
 
 class SlowPairShards(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name != "tasks.pair_shards":
+        if name != "tasks.pair.shards":
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         load = spec.loader.exec_module

@@ -9,14 +9,14 @@ import inspect
 import pytest
 
 from gur_cli import build_pairs_params, build_parser
-from tasks.eval_suite import DatasetSpec, SuiteConfig
-from tasks.eval_tasks import QuestionRetrievalConfig
-from tasks.filter_keywords import KeywordsConfig
-from tasks.ingest_documents import IngestConfig
-from tasks.pair_candidates import PairConfig
-from tasks.read_corpus import ReaderConfig
-from tasks.shuffle_pairs import ShuffleConfig
-from tasks.split_sentences import SplitConfig
+from tasks.evaluate.scoring import QuestionRetrievalConfig
+from tasks.evaluate.suite import DatasetSpec, SuiteConfig
+from tasks.ingest.documents import IngestConfig
+from tasks.ingest.readers import ReaderConfig
+from tasks.keywords.filter import KeywordsConfig
+from tasks.pair.candidates import PairConfig
+from tasks.shuffle.phases import ShuffleConfig
+from tasks.split.sentences import SplitConfig
 
 # Flow parameter -> the config field it sets.
 READER = {name: (ReaderConfig, name) for name in ("format", "text_field", "title_field", "id_field")}

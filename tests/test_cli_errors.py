@@ -13,8 +13,8 @@ import duckdb
 import pytest
 
 from gur_cli import error_line, one_line
-from tasks.check_inputs import check_corpus, check_train_options, field_names, train_option_names
-from tasks.read_corpus import CorpusError, ReaderConfig
+from tasks.ingest.checks import check_corpus, check_train_options, field_names, train_option_names
+from tasks.ingest.readers import CorpusError, ReaderConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,8 +7,8 @@ import argparse
 import pytest
 
 from gur_cli import build_parser
-from tasks.check_inputs import train_option_names
-from tasks.read_corpus import ReaderConfig
+from tasks.ingest.checks import train_option_names
+from tasks.ingest.readers import ReaderConfig
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:

@@ -17,11 +17,11 @@ RUN = """
 import sys
 from pathlib import Path
 from storage.shards import finished_shards
-from tasks.ingest_documents import IngestConfig, ingest_corpus
-from tasks.read_corpus import ReaderConfig
-from tasks.pair_candidates import PairConfig
-from tasks.pair_shards import pair_all
-from tasks.split_sentences import SplitConfig, split_all
+from tasks.ingest.documents import IngestConfig, ingest_corpus
+from tasks.ingest.readers import ReaderConfig
+from tasks.pair.candidates import PairConfig
+from tasks.pair.shards import pair_all
+from tasks.split.sentences import SplitConfig, split_all
 src, root = Path(sys.argv[1]), Path(sys.argv[2])
 ingest_corpus(src, IngestConfig(ReaderConfig(), "c", docs_per_shard=150), root / "ingest")
 split_all(finished_shards(root / "ingest"), root / "split", SplitConfig(), workers=1)

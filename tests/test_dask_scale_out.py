@@ -119,7 +119,7 @@ def test_worker_killed_during_pair_stage_same_bytes(tmp_path, cluster, local_run
 
 def test_data_root_the_workers_cannot_see_is_one_clear_error(tmp_path):
     """A worker in its own mount namespace with an empty tmpfs over the data root: it sees another filesystem."""
-    from tasks.dask_cluster import DataRootNotShared, check_data_root
+    from tasks.runtime.dask_cluster import DataRootNotShared, check_data_root
 
     unshare = shutil.which("unshare")
     if unshare is None:
@@ -144,7 +144,7 @@ def test_data_root_the_workers_cannot_see_is_one_clear_error(tmp_path):
 
 
 def test_dask_option_is_checked():
-    from tasks.dask_cluster import dask_spec
+    from tasks.runtime.dask_cluster import dask_spec
 
     assert dask_spec("") == "" and dask_spec("local") == "local"
     assert dask_spec("tcp://10.0.0.5:8786") == "tcp://10.0.0.5:8786"
@@ -194,7 +194,7 @@ def test_local_cluster_workers_report_to_this_processes_prefect_api(tmp_path):
     """Else each worker would start an ephemeral Prefect server of its own (~10 s, task runs no UI shows)."""
     from prefect import flow
 
-    from tasks.dask_cluster import dask_scheduler, prefect_api_url
+    from tasks.runtime.dask_cluster import dask_scheduler, prefect_api_url
 
     @flow
     def worker_api_urls() -> tuple[str, list[str]]:

@@ -213,7 +213,7 @@ PARENT = textwrap.dedent(
     """
     import json, logging, sys
     from pathlib import Path
-    from tasks.train_task import run_training
+    from tasks.train.task import run_training
     log = logging.getLogger("parent")
     log.addHandler(logging.StreamHandler(sys.stdout))
     log.setLevel(logging.INFO)
@@ -225,7 +225,7 @@ PARENT = textwrap.dedent(
 
 def test_kill_9_of_gur_stops_the_trainer_with_a_checkpoint(shards, tmp_path):  # noqa: F811
     from models.trainer_process import TrainerRunningError, lock_holder
-    from tasks.train_task import run_training
+    from tasks.train.task import run_training
 
     out = tmp_path / "run"
     cfg = run_config(shards, out, max_steps=100_000, ckpt_every=100_000, eval_every=0, log_every=1, export=False)
@@ -276,7 +276,7 @@ def test_a_slow_run_checkpoints_by_time_as_well_as_by_steps(shards, tmp_path):  
 @pytest.mark.usefixtures("prefect_harness")
 def test_an_input_without_documents_is_an_error_unless_allowed(tmp_path):
     from flows.build_pairs import build_pairs
-    from tasks.read_corpus import CorpusError
+    from tasks.ingest.readers import CorpusError
 
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks import eval_metrics as M
-from tasks.exact_search import dense_score_blocks, exact_search, full_rankings
+from tasks.evaluate import metrics as M
+from tasks.evaluate.search import dense_score_blocks, exact_search, full_rankings
 
 
 def _hits(*hit_ranks: tuple[int, ...], depth: int = 12) -> np.ndarray:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from models.encoders import BM25Ranker, TransformerEncoder, minilm_path, word_tokens
-from tasks import eval_models
-from tasks.eval_data import (
+from tasks.evaluate import models as eval_models
+from tasks.evaluate.data import (
     DatasetMissing,
     DemoRetrievalConfig,
     build_demo_retrieval,
@@ -22,10 +22,10 @@ from tasks.eval_data import (
     load_stsb,
     write_beir,
 )
-from tasks.eval_models import resolve_model
-from tasks.eval_report import plot_charts, render_report
-from tasks.eval_suite import DatasetSpec, SuiteConfig, run_unit, unit_rows
-from tasks.eval_tasks import QuestionRetrievalConfig, dense_retrieval, question_retrieval, sts, zero_shot
+from tasks.evaluate.models import resolve_model
+from tasks.evaluate.report import plot_charts, render_report
+from tasks.evaluate.scoring import QuestionRetrievalConfig, dense_retrieval, question_retrieval, sts, zero_shot
+from tasks.evaluate.suite import DatasetSpec, SuiteConfig, run_unit, unit_rows
 from tests.conftest import require_shared
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -5,7 +5,7 @@ import dataclasses
 import pyarrow as pa
 import pytest
 
-from tasks.filter_keywords import (
+from tasks.keywords.filter import (
     KEYWORDS_CODE_VERSION,
     KEYWORDS_SCHEMA,
     TOPICS_SCHEMA,
@@ -169,7 +169,7 @@ def test_tables_without_content_words() -> None:
 def test_every_parameter_that_changes_keywords_changes_the_fingerprint():
     import dataclasses
 
-    from tasks.keywords_task import keywords_fingerprint
+    from tasks.keywords.task import keywords_fingerprint
 
     source = {"stage": "ingest", "fingerprint": "0123456789abcdef", "path": "ingest/0123456789abcdef"}
     base = KeywordsConfig()

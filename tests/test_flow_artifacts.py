@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.flow_artifacts import heldout_table, stage_status
+from tasks.runtime.artifacts import heldout_table, stage_status
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.gsdmm import MovieGroupProcess, build_vocabulary
+from tasks.keywords.gsdmm import MovieGroupProcess, build_vocabulary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -143,7 +143,7 @@ def test_vocabulary_in_first_occurrence_order() -> None:
 
 def test_labels_do_not_depend_on_hash_seed() -> None:
     script = (
-        "import json; from tasks.gsdmm import MovieGroupProcess; from tests.test_gsdmm import random_corpus;"
+        "import json; from tasks.keywords.gsdmm import MovieGroupProcess; from tests.test_gsdmm import random_corpus;"
         "print(json.dumps(MovieGroupProcess(K=5, n_iters=4, backend='numpy').fit(random_corpus(3, n_docs=60))))"
     )
     outputs = set()

@@ -7,8 +7,8 @@ import json
 import pyarrow.parquet as pq
 
 from storage.shards import finished_shards, sum_shard_stats
-from tasks.ingest_documents import IngestConfig, ingest_corpus, make_doc_id
-from tasks.read_corpus import ReaderConfig
+from tasks.ingest.documents import IngestConfig, ingest_corpus, make_doc_id
+from tasks.ingest.readers import ReaderConfig
 
 
 def write_jsonl(path, rows):

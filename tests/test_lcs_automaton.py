@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pair_reference import common_substring_reference
 
-from tasks.lcs_automaton import (
+from tasks.pair.automaton import (
     LETTERS,
     WEIGHTED,
     CommonSubstring,

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_bert import tiny_bert, titles, write_titles  # noqa: E402
 
-from tasks.champion import (  # noqa: E402
+from tasks.nightly.champion import (  # noqa: E402
     NightlyBusy,
     gate,
     history,
@@ -25,7 +25,7 @@ from tasks.champion import (  # noqa: E402
     root_lock,
     set_champion,
 )
-from tasks.nightly_config import load_nightly_config  # noqa: E402
+from tasks.nightly.config import load_nightly_config  # noqa: E402
 
 PRIMARY = "stackoverflow-labelled/question_retrieval/precision@1"
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pair_reference import reference_qualifying, reference_select
 
-from tasks.lcs_automaton import new_workspace
-from tasks.pair_candidates import (
+from tasks.pair.automaton import new_workspace
+from tasks.pair.candidates import (
     COUNTERS,
     PairConfig,
     SentenceArrays,

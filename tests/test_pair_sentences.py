@@ -11,8 +11,8 @@ import pytest
 import xxhash
 from pair_reference import reference_select
 
-from tasks.pair_candidates import PairConfig, SentenceArrays
-from tasks.pair_sentences import (
+from tasks.pair.candidates import PairConfig, SentenceArrays
+from tasks.pair.table import (
     PAIR_CODE_VERSION,
     PAIR_SCHEMA,
     _utf8_decode,
@@ -215,8 +215,8 @@ def test_held_out_documents_never_reach_the_pairs(tmp_path):
     """The evaluation hold-out (by title, the rule of the demo retrieval set) is removed before pairing."""
     import pyarrow.parquet as pq
 
-    from tasks.eval_data import is_held_out
-    from tasks.pair_shards import drop_held_out, pair_shard
+    from tasks.evaluate.data import is_held_out
+    from tasks.pair.shards import drop_held_out, pair_shard
 
     titles = [f"Article {i}" for i in range(40)]
     held = {t for t in titles if is_held_out(t, 20)}

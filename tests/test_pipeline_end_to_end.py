@@ -38,7 +38,7 @@ TRAIN_OPTIONS = dict(
 
 def write_corpus(path: Path, articles: int) -> Path:
     """The first articles of the bundled Wikipedia sample as JSONL (a user's corpus format)."""
-    from tasks.read_corpus import ReaderConfig, Record, default_corpus, read_mediawiki
+    from tasks.ingest.readers import ReaderConfig, Record, default_corpus, read_mediawiki
 
     with path.open("w", encoding="utf-8") as out:
         for rec in read_mediawiki(default_corpus(), ReaderConfig()):

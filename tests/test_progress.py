@@ -52,10 +52,10 @@ def test_progress_line():
 @pytest.fixture(scope="module")
 def one_shard(tmp_path_factory):
     """A data root with one documents shard of 300 documents and its sentences shard."""
-    from tasks.ingest_documents import IngestConfig
-    from tasks.ingest_task import ingest
-    from tasks.split_sentences import SplitConfig
-    from tasks.split_task import split
+    from tasks.ingest.documents import IngestConfig
+    from tasks.ingest.task import ingest
+    from tasks.split.sentences import SplitConfig
+    from tasks.split.task import split
 
     base = tmp_path_factory.mktemp("one-shard")
     corpus = write_corpus(base / "corpus.jsonl", n_docs=300)
@@ -66,9 +66,9 @@ def one_shard(tmp_path_factory):
 
 
 def test_pieces_give_the_same_pairs_and_counts_as_one_call(one_shard):
-    from tasks.pair_candidates import PairConfig
-    from tasks.pair_sentences import pair_table
-    from tasks.pair_shards import pair_pieces
+    from tasks.pair.candidates import PairConfig
+    from tasks.pair.shards import pair_pieces
+    from tasks.pair.table import pair_table
 
     root, _, sentences = one_shard
     table = pq.read_table(root / sentences["path"] / "part-00000.parquet")
@@ -80,7 +80,7 @@ def test_pieces_give_the_same_pairs_and_counts_as_one_call(one_shard):
 
 
 def test_split_pieces_write_the_same_bytes(one_shard, tmp_path, monkeypatch):
-    import tasks.split_sentences as split_sentences
+    import tasks.split.sentences as split_sentences
 
     root, documents, _ = one_shard
     shard = str(root / documents["path"] / "part-00000.parquet")
@@ -97,17 +97,17 @@ def test_split_pieces_write_the_same_bytes(one_shard, tmp_path, monkeypatch):
 
 def test_pair_on_one_large_shard_logs_while_it_works(one_shard, tmp_path, monkeypatch, caplog):
     import storage.progress
-    import tasks.pair_shards
-    from tasks.pair_candidates import PairConfig
-    from tasks.pair_task import pair
+    import tasks.pair.shards
+    from tasks.pair.candidates import PairConfig
+    from tasks.pair.task import pair
 
     root, _, sentences = one_shard
     monkeypatch.setattr(storage.progress, "LOG_EVERY_S", 0.0)
-    monkeypatch.setattr(tasks.pair_shards, "PIECE_SENTENCES", 300)
+    monkeypatch.setattr(tasks.pair.shards, "PIECE_SENTENCES", 300)
     work = tmp_path / "data"
     work.mkdir()
     (work / "split").symlink_to(root / "split")
-    with caplog.at_level(logging.INFO, logger="tasks.pair_task"):
+    with caplog.at_level(logging.INFO, logger="tasks.pair.task"):
         pair.fn(sentences, PairConfig(seed=1), str(work), workers=1)
     lines = [
         r.getMessage()
@@ -132,7 +132,7 @@ def report_three(in_path: str, out_dir: str, index: int, config, report=None) ->
 
 
 def test_spawned_workers_report_through_the_queue(tmp_path):
-    from tasks.map_shards import map_shards
+    from tasks.runtime.map_shards import map_shards
 
     counts, shards = [], []
     inputs = [tmp_path / f"in-{i}" for i in range(3)]

@@ -8,7 +8,7 @@ import numpy as np
 
 from models.question_data import spread_order
 from storage.fingerprint import fingerprint
-from tasks.train_task import LATER_FIELDS, RUNTIME_KEYS, TRAIN_CODE_VERSION, train_config, train_fingerprint
+from tasks.train.task import LATER_FIELDS, RUNTIME_KEYS, TRAIN_CODE_VERSION, train_config, train_fingerprint
 
 
 def _worst_window(topics: np.ndarray, order: np.ndarray, batch: int) -> int:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.read_corpus import (
+from tasks.ingest.readers import (
     CorpusError,
     ReaderConfig,
     Record,

@@ -203,7 +203,7 @@ def read_parts(folder: Path) -> pa.Table:
 
 
 def test_every_reader_format_is_covered():
-    from tasks.read_corpus import FORMATS as READER_FORMATS
+    from tasks.ingest.readers import FORMATS as READER_FORMATS
 
     assert set(FORMATS) == set(READER_FORMATS)
 

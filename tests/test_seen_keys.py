@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tasks.seen_keys import SeenKeys
+from tasks.ingest.seen_keys import SeenKeys
 
 
 def test_matches_a_python_set_through_merges_and_edge_keys():

@@ -14,7 +14,7 @@ import pytest
 import xxhash
 
 from storage.shards import write_shard
-from tasks.shuffle_pairs import (
+from tasks.shuffle.phases import (
     ShuffleConfig,
     batches_with_same_document,
     check_disk,
@@ -32,7 +32,7 @@ from tasks.shuffle_pairs import (
     uncompressed_bytes,
     write_bucket_shards,
 )
-from tasks.split_sentences import normalize
+from tasks.split.sentences import normalize
 from tests.conftest import REPO
 
 PAIR_TYPES = {"a_sent_id": pa.int32(), "b_sent_id": pa.int32(), "lcs_len": pa.int32(), "lcs_weight": pa.int32()}
@@ -252,7 +252,7 @@ def test_variants_on_both_sides_of_the_bucket_boundary_collapse_into_one_row(tmp
 
 
 def test_a_bad_pair_id_fails_naming_file_and_row(tmp_path, monkeypatch):
-    import tasks.shuffle_pairs as shuffle_pairs
+    import tasks.shuffle.phases as shuffle_pairs
 
     monkeypatch.setattr(shuffle_pairs, "INPUT_SLICE_ROWS", 8)  # the row is counted across slices
     table = random_pairs(10, seed=1)
@@ -285,7 +285,7 @@ def test_partition_count_follows_input_size():
 CRASH_RUN = """
 import sys
 from pathlib import Path
-from tasks.shuffle_pairs import ShuffleConfig, shuffle_all
+from tasks.shuffle.phases import ShuffleConfig, shuffle_all
 root = Path(sys.argv[1])
 inputs = sorted((root.parent / "in").glob("part-*.parquet"))
 shuffle_all(inputs, root / "out", ShuffleConfig(partitions=int(sys.argv[2]), rows_per_shard=200))
@@ -327,7 +327,7 @@ def test_memory_limit_far_below_input_completes(tmp_path):
 def test_pair_repeated_across_many_documents_is_collapsed_early_with_exact_counts(tmp_path, monkeypatch):
     """Boilerplate (the same pair on every product page) must not pile up in one partition, and
     the manifest's same-/across-document counts must equal a plain group-by over the input."""
-    import tasks.shuffle_pairs as shuffle_pairs
+    import tasks.shuffle.phases as shuffle_pairs
 
     monkeypatch.setattr(shuffle_pairs, "INPUT_SLICE_ROWS", 64)  # many slices, so the combiner has work
     rng = random.Random(7)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.split_sentences import SplitConfig, normalize, split_documents, split_sentences
+from tasks.split.sentences import SplitConfig, normalize, split_documents, split_sentences
 
 
 @pytest.mark.parametrize(

@@ -25,8 +25,8 @@ from storage.shards import (
     write_shard,
     write_shard_stats,
 )
-from tasks.ingest_documents import IngestConfig
-from tasks.read_corpus import ReaderConfig
+from tasks.ingest.documents import IngestConfig
+from tasks.ingest.readers import ReaderConfig
 from tests.conftest import REPO
 
 
@@ -35,7 +35,7 @@ def test_fingerprint_is_stable_across_processes_and_key_order():
     here = fingerprint("ingest", "v1", config, ["abc"])
     code = (
         "from storage.fingerprint import fingerprint;"
-        "from tasks.ingest_documents import IngestConfig;from tasks.read_corpus import ReaderConfig;"
+        "from tasks.ingest.documents import IngestConfig;from tasks.ingest.readers import ReaderConfig;"
         "print(fingerprint('ingest','v1',IngestConfig(ReaderConfig(text_field='body'),'src',100),['abc']))"
     )
     env_seeds = [{"PYTHONHASHSEED": "1"}, {"PYTHONHASHSEED": "2"}]

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from models.sts_train import StsTrainConfig, get_lr, train_order
-from tasks.sts_data import StsPairs, average_ranks, read_sts_csv, split_holdout, sts_metrics
+from tasks.sts.data import StsPairs, average_ranks, read_sts_csv, split_holdout, sts_metrics
 
 
 def _write(tmp_path, text: str):

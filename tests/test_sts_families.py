@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tasks.sts_data import read_sts_csv, sts_metrics
-from tasks.sts_families import CPU_TABLE, FIXED, parse_family, run_family, tokenizer_for, train_config
+from tasks.sts.data import read_sts_csv, sts_metrics
+from tasks.sts.families import CPU_TABLE, FIXED, parse_family, run_family, tokenizer_for, train_config
 from tests.conftest import require_shared
 from tests.sts_fixtures import STSB, stsb_rows, tiny_llama, write_csv
 from tests.tiny_bert import tiny_bert
@@ -18,7 +18,7 @@ STEPS = {"max_steps": 3, "batch_size": 8, "subsample": 0}
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory):
     require_shared(STSB / "stsb-en-train.csv", STSB / "stsb-zh-train.csv")
-    from tasks.eval_models import load_glove
+    from tasks.evaluate.models import load_glove
 
     folder = tmp_path_factory.mktemp("sts")
     rows = stsb_rows("en", "train", 32)

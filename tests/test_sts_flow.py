@@ -102,7 +102,7 @@ def test_holdout_scores_a_share_of_train_that_training_never_sees(tmp_path):
     from flows.sts import sts
     from storage.manifest import read_manifest
     from storage.stage_output import ref_dir
-    from tasks.sts_data import read_sts_csv, split_holdout
+    from tasks.sts.data import read_sts_csv, split_holdout
 
     train = write_csv(tmp_path / "train.csv", stsb_rows("en", "train", 40))
     params = dict(

@@ -74,7 +74,7 @@ def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
     from models.tfcsg import TfcsgModel
     from models.train_loop import train as train_loop
     from storage.manifest import read_manifest
-    from tasks.train_task import train_config, train_fingerprint
+    from tasks.train.task import train_config, train_fingerprint
 
     root, kw, model = setup["root"], setup["keywords"], str(setup["model"])
     config = resolve_config("tfcsg", "cpu", 20, None, None, model, "lm+cl", dict(OPTIONS))
@@ -203,7 +203,7 @@ def test_simcse_on_a_text_file_and_on_keywords(setup):
 def test_two_process_ddp_tfcsg_on_cpu(setup, tmp_path):
     """The same loop under torchrun (gloo): each rank takes its half of every global batch."""
     from flows.train import resolve_config
-    from tasks.train_task import train_config
+    from tasks.train.task import train_config
 
     root, kw, model = setup["root"], setup["keywords"], str(setup["model"])
     config = resolve_config("tfcsg", "cpu", None, None, None, model, "lm+cl", dict(OPTIONS, epochs=1.0))

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.topic_coherence import (
+from tasks.keywords.coherence import (
     normalized_mutual_info,
     plot_sweep,
     summarize_sweep,

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from train_shards import write_demo_shards  # noqa: E402
 
 from storage.manifest import read_manifest  # noqa: E402
-from tasks.train_task import train_config, train_fingerprint  # noqa: E402
+from tasks.train.task import train_config, train_fingerprint  # noqa: E402
 from tests.conftest import task_states  # noqa: E402
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]

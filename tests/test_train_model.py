@@ -91,7 +91,7 @@ def test_export_loads_in_sentence_transformers_and_automodel_with_identical_embe
 
 def test_untrained_baseline_of_an_export_reinitialises_every_layer(tok, tmp_path):
     """`untrained:FOLDER#SEED`: the GUR architecture as a baseline, projection head included."""
-    from tasks.eval_models import _resolve, model_fingerprint, resolve_model
+    from tasks.evaluate.models import _resolve, model_fingerprint, resolve_model
 
     path = export_model(tiny(tok).eval(), tok, tmp_path / "export")
     texts = [p[1] for p in PAIRS]

@@ -20,7 +20,7 @@ PARAMS = dict(docs_per_shard=150, rows_per_shard=400)
 
 
 def test_two_workers_write_the_same_bytes_as_one(tmp_path, monkeypatch):
-    import tasks.map_shards as map_shards
+    import tasks.runtime.map_shards as map_shards
     from flows.build_pairs import build_pairs
     from storage.manifest import read_manifest
 

@@ -49,8 +49,8 @@ TINY_PAIRS = [
 @functools.lru_cache(maxsize=1)
 def demo_documents() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     """(doc_id, title, sentences) for every article of the demo corpus (parsed once per process)."""
-    from tasks.read_corpus import ReaderConfig, Record, default_corpus, read_mediawiki
-    from tasks.split_sentences import split_sentences
+    from tasks.ingest.readers import ReaderConfig, Record, default_corpus, read_mediawiki
+    from tasks.split.sentences import split_sentences
 
     docs = []
     for rec in read_mediawiki(default_corpus(), ReaderConfig()):

@@ -1,0 +1,215 @@
+"""One evaluation unit = one model on one dataset: which tasks run, their rows, and "not run".
+
+A dataset spec names a kind, which fixes its tasks (StackOverflow: question retrieval and
+zero-shot, from one encoding of the titles; STS-B and Lee-50: STS; BEIR folders and the demo
+set: retrieval). Pure: the Prefect task in `tasks/evaluate/task.py` wraps `run_unit`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from models.encoders import BM25Ranker
+from tasks.evaluate.data import (
+    DatasetMissing,
+    DemoRetrievalConfig,
+    build_demo_retrieval,
+    lee_dir,
+    load_beir,
+    load_lee,
+    load_stackoverflow,
+    load_stsb,
+)
+from tasks.evaluate.models import model_fingerprint, model_label, resolve_model
+from tasks.evaluate.scoring import (
+    MetricValue,
+    QuestionRetrievalConfig,
+    RetrievalConfig,
+    ZeroShotConfig,
+    dense_retrieval,
+    question_retrieval,
+    sts,
+    zero_shot,
+)
+
+KINDS = ("stackoverflow", "stsb", "lee", "beir", "demo")
+# (task, metric, k) each kind reports; a unit that cannot run reports these with status not_run.
+EXPECTED: dict[str, list[tuple[str, str, int | None]]] = {
+    "stackoverflow": [
+        ("question_retrieval", "precision", 1),
+        ("question_retrieval", "precision", 5),
+        ("question_retrieval", "precision", 10),
+        ("question_retrieval", "map", None),
+        ("question_retrieval", "mrr", None),
+        ("zero_shot", "accuracy", None),
+        ("zero_shot", "macro_f1", None),
+    ],
+    "stsb": [("sts", "pearson", None), ("sts", "spearman", None)],
+    "lee": [("sts", "pearson", None), ("sts", "spearman", None)],
+    "beir": [("retrieval", "recall", 100), ("retrieval", "mrr", 10)],
+    "demo": [("retrieval", "recall", 100), ("retrieval", "mrr", 10)],
+}
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What to evaluate on. `path` is empty for built-ins (Lee-50 and the demo set ship in gensim);
+    `limit` keeps the first rows of a file (0: all), for smoke tests."""
+
+    kind: str
+    path: str = ""
+    name: str = ""
+    limit: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown dataset kind {self.kind!r}; one of {', '.join(KINDS)}")
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        if self.kind == "lee":
+            return "lee-50"
+        if self.kind == "demo":
+            return "demo-wiki-heldout"
+        stem = Path(self.path).name.removesuffix(".tsv").removesuffix(".csv")
+        return f"stackoverflow-{stem}" if self.kind == "stackoverflow" else stem
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """Every task's settings; a unit's cache key only includes the part its kind uses."""
+
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    question: QuestionRetrievalConfig = field(default_factory=QuestionRetrievalConfig)
+    zero_shot: ZeroShotConfig = field(default_factory=ZeroShotConfig)
+    demo: DemoRetrievalConfig = field(default_factory=DemoRetrievalConfig)
+    beir_split: str = "test"
+    batch_size: int = 64
+
+    def for_kind(self, kind: str) -> dict[str, Any]:
+        return {
+            "stackoverflow": {"question": self.question, "zero_shot": self.zero_shot},
+            "stsb": {"batch_size": self.batch_size},
+            "lee": {"batch_size": self.batch_size},
+            "beir": {"retrieval": self.retrieval, "split": self.beir_split},
+            "demo": {"retrieval": self.retrieval, "demo": self.demo},
+        }[kind]
+
+
+def applicable(model: str, kind: str) -> bool:
+    """BM25 ranks; it has no vectors to compare in STS."""
+    return not (model.strip() == "bm25" and kind in ("stsb", "lee"))
+
+
+def dataset_files(spec: DatasetSpec) -> list[Path]:
+    """The files a dataset reads (their signature joins the cache key)."""
+    if spec.kind == "lee":
+        folder = Path(spec.path) if spec.path else lee_dir()
+        return [folder / "lee.cor", folder / "similarities0-1.txt"]
+    if spec.kind == "demo":
+        from tasks.ingest.readers import default_corpus
+
+        return [Path(spec.path) if spec.path else default_corpus()]
+    return [Path(spec.path)]
+
+
+def dataset_signature(spec: DatasetSpec) -> list[Any]:
+    """`content_signature` of each file, or "missing" (a file that appears later changes the key)."""
+    from storage.fingerprint import content_signature
+
+    return [content_signature(p) if p.exists() else [str(p), "missing"] for p in dataset_files(spec)]
+
+
+def unit_identity(model: str, spec: DatasetSpec, config: SuiteConfig) -> dict[str, Any]:
+    """Everything that determines a unit's numbers, for its fingerprint."""
+    return {
+        "model": model,
+        "model_fingerprint": model_fingerprint(model),
+        "dataset": spec,
+        "dataset_signature": dataset_signature(spec),
+        "config": config.for_kind(spec.kind),
+    }
+
+
+@dataclass
+class UnitResult:
+    model: str
+    variant: str
+    model_fingerprint: str
+    values: list[MetricValue]
+    status: str = "ok"
+    detail: str = ""
+    seconds: float = 0.0
+
+
+def run_unit(model_spec: str, spec: DatasetSpec, config: SuiteConfig, device: str | None = None) -> UnitResult:
+    """Evaluate one model on one dataset; a missing data file gives status `not_run` and no values."""
+    started = time.monotonic()
+    try:
+        data = _load(spec, config)
+    except DatasetMissing as exc:
+        return UnitResult(model_label(model_spec), "", model_fingerprint(model_spec), [], "not_run", str(exc))
+    model = resolve_model(model_spec, device)
+    values, detail = _evaluate(model, spec, data, config)
+    return UnitResult(model.name, model.variant, model.fingerprint, values, "ok", detail, time.monotonic() - started)
+
+
+def _load(spec: DatasetSpec, config: SuiteConfig):
+    if spec.kind == "stackoverflow":
+        return load_stackoverflow(spec.path, spec.limit)
+    if spec.kind == "stsb":
+        return load_stsb(spec.path, spec.limit)
+    if spec.kind == "lee":
+        return load_lee(spec.path or None)
+    if spec.kind == "beir":
+        return load_beir(spec.path, config.beir_split)
+    from dataclasses import replace
+
+    demo = config.demo if not spec.limit else replace(config.demo, max_articles=spec.limit)
+    return build_demo_retrieval(demo, Path(spec.path) if spec.path else None)
+
+
+def _evaluate(model, spec: DatasetSpec, data, config: SuiteConfig) -> tuple[list[MetricValue], str]:
+    if spec.kind == "stackoverflow":
+        embeddings = None if isinstance(model, BM25Ranker) else model.encode(data.texts, config.question.batch_size)
+        values = question_retrieval(model, data, config.question, embeddings)
+        return values + zero_shot(model, data, config.zero_shot, embeddings), ""
+    if spec.kind in ("stsb", "lee"):
+        return sts(model, data, config.batch_size), ""
+    values = dense_retrieval(model, data, config.retrieval)
+    detail = f"{len(data.queries)} queries, {len(data.docs)} documents"
+    if data.dropped_queries:
+        detail += f", {data.dropped_queries} queries without a relevant document dropped"
+    return values, detail
+
+
+def unit_rows(
+    result: UnitResult, spec: DatasetSpec, model_spec: str, run_fingerprint: str, created_at: float
+) -> list[dict[str, Any]]:
+    """Rows of the `metrics` table for one unit; a not-run unit has its expected metrics with NULL values."""
+    from datetime import UTC, datetime
+
+    common = {
+        "model": result.model,
+        "variant": result.variant,
+        "dataset": spec.label,
+        "run_fingerprint": run_fingerprint,
+        "created_at": datetime.fromtimestamp(created_at, tz=UTC),
+        "status": result.status,
+        "detail": result.detail,
+        "model_spec": model_spec,
+        "model_fingerprint": result.model_fingerprint,
+        "dataset_path": spec.path or ",".join(str(p) for p in dataset_files(spec)),
+    }
+    if result.status != "ok":
+        return [
+            {**common, "task": t, "metric": m, "k": k, "value": None, "n": None} for t, m, k in EXPECTED[spec.kind]
+        ]
+    return [
+        {**common, "task": v.task, "metric": v.metric, "k": v.k, "value": v.value, "n": v.n} for v in result.values
+    ]

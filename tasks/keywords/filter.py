@@ -1,0 +1,415 @@
+"""Topic-keyword sequences for TFCSG: tokenization, GSDMM fit and the GSDMM-Filter.
+
+The GSDMM-Filter (Shang et al.) keeps, in original order, the words of a question that "occur more frequently
+than t" in the question's topic: "How to make font strikethrough on GitHub?" -> "font strikethrough GitHub".
+Choices made here, and why:
+- The topic of a question is its final Gibbs label z_d (not `choose_best_label`, which still counts the
+  question in its own cluster).
+- Counts are GSDMM's n_z^w: with the default unique-token counting that is the number of questions in z
+  containing w; with `repeated_tokens=True` it is a token count. The rule is strict: n_z^w > t.
+- Thresholds: the paper's absolute t (100), or the scaled default t_z = max(t_min, tau * m_z), m_z the topic's
+  question count. A fixed t = 100 leaves a third of the 20,000 StackOverflow titles with nothing and every
+  question of a 1,000-question corpus empty; tau = 0.1 reproduces t = 100 at the paper's scale and follows
+  GSDMM's very skewed topic sizes.
+- Never empty (the KL and seq2seq tasks need a target): when nothing passes, keep the question's
+  `fallback_words` words with the highest lift P(w|z)/P(w) (ties: higher n_z^w, then earlier), in original
+  order. A question with no content word falls back to its raw words, stopwords included.
+- Output words are the first occurrence of each normalised word, in its original surface form.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import time
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from tasks.keywords.coherence import MEASURES, model_coherence, summarize_sweep, sweep_k
+from tasks.keywords.gsdmm import MovieGroupProcess
+
+KEYWORDS_CODE_VERSION = "keywords_v1"
+TOKENIZER_VERSION = "tok_v1"
+
+# gensim's STOPWORDS (from scikit-learn's list) drops words that are content in technical questions.
+DOMAIN_KEEP = frozenset(
+    {
+        "back",
+        "bottom",
+        "call",
+        "computer",
+        "detail",
+        "empty",
+        "fill",
+        "find",
+        "fire",
+        "first",
+        "front",
+        "full",
+        "last",
+        "move",
+        "name",
+        "next",
+        "part",
+        "show",
+        "side",
+        "system",
+        "top",
+    }
+)
+# Stems left by splitting contractions at the apostrophe ("isn't" -> "isn").
+CONTRACTION_STEMS = frozenset({"aren", "couldn", "hadn", "hasn", "haven", "isn", "shouldn", "wasn", "weren", "won"})
+
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_START = rf"[^\W_{_HAN}]"  # a letter or digit that is not Han
+_TOKEN_RE = re.compile(
+    rf"(?P<han>[{_HAN}]+)"
+    rf"|(?P<word>\.?{_START}(?:[^\W{_HAN}]|[.\-'’](?={_START}))*(?:\#|\+\+)?)"
+)
+_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+
+
+class Token(NamedTuple):
+    """A word as written (`surface`) and the form it is counted under (`norm`: NFKC, lowercased)."""
+
+    surface: str
+    norm: str
+
+
+@functools.cache
+def english_stopwords() -> frozenset[str]:
+    from gensim.parsing.preprocessing import STOPWORDS
+
+    return frozenset(STOPWORDS - DOMAIN_KEEP) | CONTRACTION_STEMS
+
+
+@functools.cache
+def chinese_stopwords() -> frozenset[str]:
+    import stopwordsiso
+
+    return frozenset(unicodedata.normalize("NFKC", w) for w in stopwordsiso.stopwords("zh"))
+
+
+@functools.cache
+def _jieba() -> Any:
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    return jieba
+
+
+def tokenizer_fingerprint() -> str:
+    """The tokenizer version plus the versions of the segmenter and stopword lists it depends on; put it
+    in a stage fingerprint so that upgrading one of them recomputes the keywords."""
+    return "+".join(
+        (
+            TOKENIZER_VERSION,
+            f"jieba-{version('jieba')}",
+            f"gensim-stopwords-{version('gensim')}",
+            f"stopwordsiso-{version('stopwordsiso')}",
+        )
+    )
+
+
+def is_stopword(norm: str) -> bool:
+    if norm in english_stopwords() or norm in chinese_stopwords():
+        return True
+    if "'" in norm:
+        return norm.replace("'", "") in english_stopwords() or norm.split("'", 1)[0] in english_stopwords()
+    return False
+
+
+def tokenize(text: str | None, keep_stopwords: bool = False) -> list[Token]:
+    """Words of `text` in order. Technical terms stay whole (`C#`, `c++`, `ASP.NET`, `node.js`,
+    `visual-studio`, `.NET`); trailing punctuation and possessive 's are dropped; Han runs are segmented by
+    jieba (HMM on). Full-width ASCII is matched as half-width, but `surface` is taken from the original text.
+    Not done: traditional -> simplified Chinese (it needs another dependency)."""
+    if not text:
+        return []
+    folded = text.translate(_WIDTH)  # same length as text, so spans map back
+    tokens: list[Token] = []
+    for match in _TOKEN_RE.finditer(folded):
+        start, end = match.span()
+        if match.lastgroup == "han":
+            pos = start
+            for piece in _jieba().lcut(folded[start:end], HMM=True):
+                surface = text[pos : pos + len(piece)]
+                pos += len(piece)
+                tokens.append(Token(surface, unicodedata.normalize("NFKC", surface)))
+            continue
+        surface = text[start:end]
+        norm = unicodedata.normalize("NFKC", folded[start:end]).lower().replace("’", "'")
+        if norm.endswith("'s") and len(norm) > 2:
+            surface, norm = surface[:-2], norm[:-2]
+        tokens.append(Token(surface, norm))
+    if keep_stopwords:
+        return tokens
+    return [t for t in tokens if not is_stopword(t.norm)]
+
+
+def join_keywords(words: Sequence[str]) -> str:
+    """Join keywords into one string: spaces between words, none between two Chinese words (Chinese BERT
+    models tokenize per character)."""
+    out = ""
+    for word in words:
+        if out and not (_is_han(out[-1]) and _is_han(word[0])):
+            out += " "
+        out += word
+    return out
+
+
+def _is_han(char: str) -> bool:
+    return re.match(f"[{_HAN}]", char) is not None
+
+
+def topic_threshold(size: int, mode: str, t: float, tau: float, t_min: float) -> float:
+    """The count a word must exceed in a topic of `size` questions: t, or max(t_min, tau * size)."""
+    if mode == "absolute":
+        return float(t)
+    if mode == "scaled":
+        return max(float(t_min), tau * size)
+    raise ValueError(f"threshold mode must be 'absolute' or 'scaled', not {mode!r}")
+
+
+def _first_occurrences(tokens: Sequence[Token]) -> list[Token]:
+    seen: dict[str, Token] = {}
+    for token in tokens:
+        seen.setdefault(token.norm, token)
+    return list(seen.values())
+
+
+def filter_keywords(tokens: Sequence[Token], topic_counts: Mapping[str, int], threshold: float) -> list[str]:
+    """GSDMM-Filter for one question: surface forms of its words with topic count > threshold, in order,
+    each word once."""
+    return [t.surface for t in _first_occurrences(tokens) if topic_counts.get(t.norm, 0) > threshold]
+
+
+def lift_keywords(
+    tokens: Sequence[Token],
+    topic_counts: Mapping[str, int],
+    topic_total: int,
+    word_totals: Mapping[str, int],
+    grand_total: int,
+    n: int,
+) -> list[str]:
+    """The question's n words with the highest lift P(w|z)/P(w) = (n_z^w / n_z) / (n^w / n), in original
+    order. Ties (all words exclusive to the topic share the top lift) go to the higher n_z^w, then the earlier
+    word. Words the model never saw are ranked last."""
+    unique = _first_occurrences(tokens)
+
+    def key(item: tuple[int, Token]) -> tuple[float, int, int]:
+        pos, token = item
+        in_topic = topic_counts.get(token.norm, 0)
+        total = word_totals.get(token.norm, 0)
+        lift = in_topic * grand_total / (topic_total * total) if in_topic and topic_total else 0.0
+        return (-lift, -in_topic, pos)
+
+    chosen = sorted(sorted(enumerate(unique), key=key)[:n])
+    return [token.surface for _, token in chosen]
+
+
+@dataclass(frozen=True)
+class KeywordsConfig:
+    """Everything that determines the keywords; all fields but `backend` belong in the stage fingerprint
+    (both backends give identical labels). A non-empty `ks` sweeps K over `seeds` and fits the K with the
+    best mean `coherence_metric`; otherwise `k` is used. The final fit uses `seed`."""
+
+    k: int = 30
+    ks: tuple[int, ...] = ()
+    seeds: tuple[int, ...] = (0, 1, 2)
+    seed: int = 0
+    alpha: float = 0.1
+    beta: float = 0.1
+    n_iters: int = 30
+    repeated_tokens: bool = False
+    threshold: str = "scaled"
+    t: float = 100.0
+    tau: float = 0.1
+    t_min: float = 2.0
+    fallback_words: int = 2
+    top_n: int = 10
+    coherence_metric: str = "npmi"
+    tokenizer: str = TOKENIZER_VERSION
+    backend: str = field(default="numba", compare=False)
+
+    def __post_init__(self) -> None:
+        topic_threshold(0, self.threshold, self.t, self.tau, self.t_min)
+        if self.tokenizer != TOKENIZER_VERSION:
+            raise ValueError(f"tokenizer {self.tokenizer!r} is not implemented; this code is {TOKENIZER_VERSION}")
+        if self.coherence_metric not in MEASURES:
+            raise ValueError(f"coherence_metric must be one of {MEASURES}")
+        if self.k < 1 or any(k < 1 for k in self.ks):
+            raise ValueError("K values must be >= 1")
+        if self.ks and len(set(self.seeds)) < 3:  # one seed's coherence is too noisy to pick K by
+            raise ValueError(f"a K sweep needs at least 3 distinct seeds (mean and spread), got {list(self.seeds)}")
+        if self.fallback_words < 1 or self.top_n < 2:
+            raise ValueError("need fallback_words >= 1 and top_n >= 2")
+
+
+KEYWORDS_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("sent_id", pa.int32()),
+        ("text", pa.string()),
+        ("topic", pa.int32()),
+        ("keywords", pa.list_(pa.string())),
+        ("fallback", pa.bool_()),
+    ]
+)
+TOPICS_SCHEMA = pa.schema(
+    [
+        ("topic", pa.int32()),
+        ("size", pa.int64()),
+        ("threshold", pa.float64()),
+        ("top_words", pa.list_(pa.string())),
+        ("coherence", pa.float64()),
+        ("umass", pa.float64()),
+        ("npmi", pa.float64()),
+        ("c_v", pa.float64()),
+    ]
+)
+
+
+def mine_keywords_table(
+    table: pa.Table, config: KeywordsConfig
+) -> tuple[pa.Table, pa.Table, dict[str, Any], list[dict[str, Any]]]:
+    """Fit GSDMM on the `text` column of a (doc_id, sent_id, text) table and filter each row's keywords.
+
+    Returns (keywords, topics, stats, sweep_rows). Keywords keep the input row order; `topic` is null for
+    rows without a content word (they are not fitted). Topic ids are renumbered 0.. by size, largest first.
+    """
+    started = time.perf_counter()
+    texts = table.column("text").to_pylist()
+    tokens = [tokenize(text) for text in texts]
+    fitted = [i for i, toks in enumerate(tokens) if toks]
+    docs = [[t.norm for t in tokens[i]] for i in fitted]
+    tokenize_s = time.perf_counter() - started
+
+    sweep_rows: list[dict[str, Any]] = []
+    k = config.k
+    if config.ks and docs:
+        sweep_rows = sweep_k(
+            docs,
+            None,
+            config.ks,
+            config.seeds,
+            alpha=config.alpha,
+            beta=config.beta,
+            n_iters=config.n_iters,
+            top_n=config.top_n,
+            backend=config.backend,
+            repeated_tokens=config.repeated_tokens,
+        )
+        _, k = summarize_sweep(sweep_rows, config.coherence_metric)
+    sweep_s = time.perf_counter() - started - tokenize_s
+
+    model = MovieGroupProcess(
+        K=k,
+        alpha=config.alpha,
+        beta=config.beta,
+        n_iters=config.n_iters,
+        random_state=config.seed,
+        backend=config.backend,
+        repeated_tokens=config.repeated_tokens,
+    )
+    model.fit(docs)
+    fit_s = time.perf_counter() - started - tokenize_s - sweep_s
+
+    sizes = np.asarray(model.cluster_doc_count)
+    populated = sorted(np.flatnonzero(sizes).tolist(), key=lambda z: (-sizes[z], z))
+    new_id = {z: i for i, z in enumerate(populated)}
+    coherence = model_coherence(model, docs, config.top_n) if docs else {m: {} for m in MEASURES}
+    thresholds = {
+        z: topic_threshold(int(sizes[z]), config.threshold, config.t, config.tau, config.t_min) for z in populated
+    }
+    distribution = model.cluster_word_distribution
+    word_totals: dict[str, int] = {}
+    for dist in distribution:
+        for w, c in dist.items():
+            word_totals[w] = word_totals.get(w, 0) + c
+    topic_totals = model.cluster_word_count
+    grand_total = int(sum(topic_totals))
+
+    topic_col: list[int | None] = [None] * len(texts)
+    keywords_col: list[list[str]] = []
+    fallback_col: list[bool] = []
+    counts = {"fallback_lift": 0, "fallback_raw": 0, "empty": 0}
+    labels = dict(zip(fitted, model.labels_.tolist() if model.labels_ is not None else [], strict=True))
+    for i, toks in enumerate(tokens):
+        z = labels.get(i)
+        if z is None:
+            raw = _first_occurrences(tokenize(texts[i], keep_stopwords=True))
+            words = [t.surface for t in raw] or ([texts[i].strip()] if texts[i] and texts[i].strip() else [])
+            counts["fallback_raw" if words else "empty"] += 1
+            keywords_col.append(words)
+            fallback_col.append(True)
+            continue
+        topic_col[i] = new_id[z]
+        words = filter_keywords(toks, distribution[z], thresholds[z])
+        fallback = not words
+        if fallback:
+            words = lift_keywords(
+                toks, distribution[z], topic_totals[z], word_totals, grand_total, config.fallback_words
+            )
+            counts["fallback_lift"] += 1
+        keywords_col.append(words)
+        fallback_col.append(fallback)
+
+    keywords = pa.table(
+        {
+            "doc_id": table.column("doc_id").cast(pa.string()),
+            "sent_id": table.column("sent_id").cast(pa.int32()),
+            "text": table.column("text").cast(pa.string()),
+            "topic": pa.array(topic_col, pa.int32()),
+            "keywords": pa.array(keywords_col, pa.list_(pa.string())),
+            "fallback": pa.array(fallback_col, pa.bool_()),
+        },
+        schema=KEYWORDS_SCHEMA,
+    )
+    topics = pa.table(
+        {
+            "topic": pa.array([new_id[z] for z in populated], pa.int32()),
+            "size": pa.array([int(sizes[z]) for z in populated], pa.int64()),
+            "threshold": pa.array([thresholds[z] for z in populated], pa.float64()),
+            "top_words": pa.array([model.top_words(z, config.top_n) for z in populated], pa.list_(pa.string())),
+            "coherence": pa.array([coherence[config.coherence_metric][z] for z in populated], pa.float64()),
+            **{m: pa.array([coherence[m][z] for z in populated], pa.float64()) for m in MEASURES},
+        },
+        schema=TOPICS_SCHEMA,
+    )
+    n_keywords = np.array([len(w) for w in keywords_col])
+    n_rows = len(texts)
+    stats: dict[str, Any] = {
+        "code_version": KEYWORDS_CODE_VERSION,
+        "tokenizer": tokenizer_fingerprint(),
+        "rows": n_rows,
+        "fitted_rows": len(fitted),
+        "rows_without_content_words": n_rows - len(fitted),
+        "vocab_size": model.vocab_size,
+        "k": int(k),
+        "k_source": "sweep" if sweep_rows else "config",
+        "populated_topics": len(populated),
+        "threshold_mode": config.threshold,
+        "threshold_empty": counts["fallback_lift"] + counts["fallback_raw"] + counts["empty"],
+        **counts,
+        "fallback_rate": float(np.mean(fallback_col)) if n_rows else 0.0,
+        "keywords_per_row": float(n_keywords.mean()) if n_rows else 0.0,
+        "rows_with_1_keyword": int(np.sum(n_keywords == 1)),
+        "rows_with_2plus_keywords": int(np.sum(n_keywords >= 2)),
+        "moved_last_sweep": model.history_[-1]["moved"] if model.history_ else 0,
+        "coherence_mean": {m: _mean([coherence[m][z] for z in populated]) for m in MEASURES},
+        "seconds": {"tokenize": tokenize_s, "sweep": sweep_s, "fit": fit_s, "total": time.perf_counter() - started},
+    }
+    return keywords, topics, stats, sweep_rows
+
+
+def _mean(values: list[float]) -> float | None:
+    finite = [v for v in values if v == v]
+    return float(np.mean(finite)) if finite else None

@@ -1,0 +1,193 @@
+"""The `train` Prefect task: an input -> a trained encoder under `<root>/train/<fingerprint>/`.
+
+Inputs by method: `gur` trains on a `shuffle` output (sentence pairs); `tfcsg` on a `keywords`
+output (questions, GSDMM topics, keyword sequences); `simcse` on a `keywords` output or any
+file with a text column (a `file_ref`, keyed by the file's content).
+
+Training runs in a subprocess (`torchrun` when several GPUs), so a crash or a kill leaves the
+checkpoints behind and the next call resumes from the newest one. The output folder holds
+`checkpoints/`, `tokenizer/`, `export/` (sentence-transformers folder), `metrics.parquet`,
+`loss_curve.png`, `samples.jsonl`, `summary.json` and, last, `_manifest.json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+
+from storage.atomic import atomic_write_json, atomic_write_text
+from storage.fingerprint import content_signature, fingerprint
+from storage.progress import current_logger
+from storage.stage_output import StageOutput, ref_dir, ref_manifest
+from tasks.runtime.stage_cache import STAGE_TASK
+
+TRAIN_CODE_VERSION = "train_v3"  # v3: methods tfcsg and simcse; v2: warm starts without the MLP head
+REPO = Path(__file__).resolve().parents[2]
+# Do not change what is learned, so not part of the fingerprint.
+RUNTIME_KEYS = ("out_dir", "shards", "questions", "threads", "stop_at_step", "ckpt_every_s")
+# Fields added after runs were made: hashed only when set to something else, so a run made before a
+# field existed keeps its fingerprint (and its folder, checkpoints and nightly history).
+LATER_FIELDS = {"sampling": "random", "attention": "eager", "packing": False, "pack_len": 0, "fused_lm_head": False}
+INPUT_STAGES = {"gur": ("shuffle",), "tfcsg": ("keywords",), "simcse": ("keywords", "file")}
+
+
+def train_config(config: dict[str, Any], out_dir: str = "", shards: str = "", questions: str = ""):
+    """The full TrainConfig (defaults filled in); unknown keys raise TypeError."""
+    from models.train_loop import TrainConfig
+
+    return TrainConfig(out_dir=out_dir, shards=shards, questions=questions, **config)
+
+
+def train_fingerprint(source: dict[str, str], config: dict[str, Any]) -> str:
+    """hash(input fingerprint + every learning-relevant TrainConfig field + code version)."""
+    full = dataclasses.asdict(train_config(config))
+    hashed = {
+        k: v for k, v in full.items() if k not in RUNTIME_KEYS and not (k in LATER_FIELDS and v == LATER_FIELDS[k])
+    }
+    return fingerprint("train", TRAIN_CODE_VERSION, hashed, [source["fingerprint"]])
+
+
+def file_ref(path: str | Path) -> dict[str, str]:
+    """A plain input file (or folder) as a reference: keyed by its content, so a copy is the same input."""
+    path = Path(path).resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    return {"stage": "file", "fingerprint": fingerprint("file", "v1", content_signature(path)), "path": str(path)}
+
+
+def source_dir(root: Path, ref: dict[str, str]) -> Path:
+    """Where an input lives: a file reference's own path, or the stage folder (which must be complete)."""
+    if ref["stage"] == "file":
+        return Path(ref["path"])
+    ref_manifest(root, ref)  # raises unless the stage output is complete
+    return ref_dir(root, ref)
+
+
+def launch_command(config_path: Path, nproc: int) -> list[str]:
+    """`python -m models.train_loop`, or `torchrun` with `nproc` processes (0: one per GPU)."""
+    if nproc == 0:
+        import torch
+
+        nproc = torch.cuda.device_count() if torch.cuda.is_available() else 1
+    base = ["-m", "models.train_loop", "--config", str(config_path)]
+    if nproc <= 1:
+        return [sys.executable, *base]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *base]
+
+
+def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dict[str, Any]:
+    """Write `config.json`, run the loop in a subprocess (resuming from `out/checkpoints`), return the summary."""
+    from models.trainer_process import PARENT_ENV, TrainerRunningError, lock_holder
+
+    if pid := lock_holder(out):
+        raise TrainerRunningError(
+            f"a trainer (pid {pid}) is still running on {out}, perhaps left by a killed run; "
+            f"wait for it to finish or stop it (kill {pid}), then rerun to resume"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    config_path = atomic_write_text(out / "config.json", json.dumps(cfg_dict, indent=2) + "\n")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        PARENT_ENV: str(os.getpid()),  # the trainer stops (with a checkpoint) when this process is gone
+    }
+    cmd = launch_command(config_path, nproc)
+    logger.info("train: %s", " ".join(cmd))
+    tail: deque[str] = deque(maxlen=40)
+
+    def follow(stream) -> None:
+        for line in stream:
+            line = line.rstrip()
+            if line.startswith(("step ", "resumed", "held-out", "resuming", "stopped", "questions:", "epochs")) or (
+                " epochs = " in line
+            ):
+                logger.info("train: %s", line)
+            tail.append(line)
+
+    with subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        try:
+            follow(proc.stdout)
+        except BaseException:  # Ctrl-C, or Prefect's TerminationSignal for a SIGTERM to gur
+            # Ctrl-C reached the trainer too: it finishes its step and saves a checkpoint. Keep
+            # reading its output until it has (a second Ctrl-C leaves it to finish on its own).
+            logger.warning("train: interrupted; waiting for the trainer to save a checkpoint")
+            proc.send_signal(signal.SIGTERM)  # in case the interrupt did not come from a terminal
+            follow(proc.stdout)
+            proc.wait()
+            raise
+        code = proc.wait()
+    if code != 0:
+        raise RuntimeError(
+            f"training exited with {code} (rerun to resume from the last checkpoint):\n" + "\n".join(tail)
+        )
+    return json.loads((out / "summary.json").read_text())
+
+
+def label_export(folder: Path, labels: dict[str, str], **extra: Any) -> None:
+    """Record method, variant and the run's fingerprint in `gur_export.json`, so the `evaluate`
+    flow's metrics rows name the model and trace back to this run."""
+    path = folder / "gur_export.json"
+    if not path.exists():
+        return
+    info = json.loads(path.read_text(encoding="utf-8"))
+    info.update(method=labels.get("method", "gur"), **extra)
+    what = extra.get("objective") or extra.get("losses") or ""
+    parts = [labels.get("variant", ""), str(what), str(extra.get("train_fingerprint", ""))[:8]]
+    info["variant"] = " ".join(filter(None, parts))  # e.g. "lcs lm+cl 0bb5b4bc": two runs never share a name
+    atomic_write_json(path, info, sort_keys=False)
+
+
+@task(name="train", **STAGE_TASK)
+def train(
+    source: dict[str, str], config: dict[str, Any], root: str, nproc: int = 0, labels: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Train on `source` (see the module docstring); `config`: TrainConfig fields; `labels` go to the manifest."""
+    method = config.get("method", "gur")
+    if source["stage"] not in INPUT_STAGES.get(method, ()):
+        raise ValueError(f"method {method!r} trains on {INPUT_STAGES.get(method)} outputs, not {source['stage']!r}")
+    # Checkpoints are resume state, not output: neither listed in the manifest nor checked.
+    logger = current_logger(__name__)
+    fp = train_fingerprint(source, config)
+    stage = StageOutput.open(root, "train", fp, exclude=("checkpoints",), log=logger)
+    if stage.complete:
+        return stage.cached()
+    where = source_dir(stage.root, source)
+    out = stage.dir
+    key = "shards" if method == "gur" else "questions"
+    cfg = train_config(config, out_dir=str(out), **{key: str(where)})
+    summary = run_training(out, dataclasses.asdict(cfg), nproc, logger)
+    final = summary.get("final", {})
+    extra = {"objective": cfg.objective} if method == "gur" else {"losses": cfg.losses, "negatives": cfg.negatives}
+    upstream = [source] if source["stage"] != "file" else []
+    if source["stage"] == "keywords":
+        extra["keywords_fingerprint"] = source["fingerprint"]
+    label_export(out / "export", labels or {}, train_fingerprint=fp, step=summary["step"], **extra)
+    logger.info("train: done at step %s, held-out accuracy %s", summary["step"], summary.get("heldout_acc"))
+    return stage.finish(
+        code_version=TRAIN_CODE_VERSION,
+        config={k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS},
+        inputs={source["stage"]: source["path"]},
+        upstream=upstream,
+        tables={"train_metrics": "metrics.parquet"},
+        rows={"steps": summary["step"], "metrics": len(summary.get("heldout_acc", [])), **summary.get("data", {})},
+        drops={},
+        extra={
+            "labels": labels or {},
+            "export": "export",
+            "summary": {k: summary.get(k) for k in ("heldout_acc", "chance", "params", "max_steps", "lm_head_loaded")},
+            "final": final,
+        },
+    )
