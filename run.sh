@@ -16,8 +16,8 @@ setup() {
         echo "[run.sh] installing into .venv (first time takes a few minutes; full log: .venv/install.log)"
         [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
         .venv/bin/python -m pip install --quiet --upgrade pip
-        echo "[run.sh] resolving and installing the project with extras test, cli, dask (torch 2.13.0 is the large one)"
-        if ! .venv/bin/python -m pip install --progress-bar off -e ".[test,cli,dask]" 2>&1 | tee .venv/install.log | say_step; then
+        echo "[run.sh] resolving and installing the project with extras test, cli, dask, docs (torch 2.13.0 is the large one)"
+        if ! .venv/bin/python -m pip install --progress-bar off -e ".[test,cli,dask,docs]" 2>&1 | tee .venv/install.log | say_step; then
             echo "[run.sh] pip failed; the end of .venv/install.log:" >&2
             tail -n 30 .venv/install.log >&2
             exit 1
