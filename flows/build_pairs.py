@@ -102,7 +102,7 @@ def build_pairs(
     )
     source = str(Path(input_path).resolve()) if input_path else str(default_corpus())
     with dask_scheduler(dask, workers, base) as address:
-        documents = run_stage(ingest, base, input_path=source, config=configs.ingest)
+        documents = run_stage(ingest, base, input_path=source, config=configs.ingest, workers=workers)
         require_documents(base, documents, allow_empty)
         sentences = run_stage(split, base, documents=documents, config=configs.split, workers=workers, dask=address)
         pairs = run_stage(pair, base, sentences=sentences, config=configs.pair, workers=workers, dask=address)

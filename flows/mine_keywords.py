@@ -70,7 +70,7 @@ def mine_keywords(
         t_min=t_min,
     )
     with dask_scheduler(dask, workers, base) as address:
-        table = run_stage(ingest, base, input_path=source, config=IngestConfig(reader))
+        table = run_stage(ingest, base, input_path=source, config=IngestConfig(reader), workers=workers)
         require_documents(base, table, allow_empty)
         if unit == "sentences":
             table = run_stage(split, base, documents=table, config=SplitConfig(), workers=workers, dask=address)

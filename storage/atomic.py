@@ -60,3 +60,14 @@ def atomic_write_json(path: str | os.PathLike, value: Any, fsync: bool = False, 
     """Pretty, key-sorted JSON ending in a newline (the same value gives the same bytes)."""
     options = {"indent": 2, "sort_keys": True, "ensure_ascii": False, **dumps}
     return atomic_write_text(path, json.dumps(value, **options) + "\n", fsync=fsync)
+
+
+def atomic_link(source: str | os.PathLike, path: str | os.PathLike, tmp_dir: str | os.PathLike | None = None) -> Path:
+    """`path` becomes a hard link to `source` (the same bytes at no cost: stage outputs are never edited in
+    place), or a copy where the filesystem cannot link; replaced atomically like any other write."""
+    with atomic_path(path, tmp_dir=tmp_dir) as tmp:
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+    return Path(path)

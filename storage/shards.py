@@ -106,3 +106,21 @@ def sum_shard_stats(out_dir: Path) -> dict[str, int]:
             for key, value in json.loads(path.read_text(encoding="utf-8")).items():
                 total[key] = total.get(key, 0) + int(value)
     return dict(sorted(total.items()))
+
+
+def link_shard(source_dir: Path, source_index: int, out_dir: Path, index: int, table_name: str = "") -> Path:
+    """Shard `source_index` of another output becomes shard `index` here (a hard link, see `atomic_link`),
+    with its counts when it has them, then its marker: for work whose result is already on disk."""
+    from storage.atomic import atomic_link
+
+    base, final_dir = (source_dir / table_name, out_dir / table_name) if table_name else (source_dir, out_dir)
+    final = atomic_link(base / shard_name(source_index), final_dir / shard_name(index), tmp_dir=out_dir / TMP_DIR)
+    prefix = f"{table_name}-" if table_name else ""
+    stats = source_dir / STATS_DIR / f"{prefix}{source_index:05d}.json"
+    if stats.exists():
+        (out_dir / STATS_DIR).mkdir(parents=True, exist_ok=True)
+        atomic_link(stats, out_dir / STATS_DIR / f"{prefix}{index:05d}.json", tmp_dir=out_dir / TMP_DIR)
+    marker = done_marker(out_dir, index, table_name)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    return final

@@ -104,7 +104,12 @@ def test_compressed_input_is_read_whatever_its_name(tmp_path, codec):
     assert [r.text for r in records] == ["Doc 0.", "Doc 1.", "Doc 2."] and not rejects
     (tmp_path / "folder").mkdir()
     (tmp_path / "folder" / "a.txt").write_bytes(packed)
+    # In a folder each file is read by its own format, found as for a single file: these bytes are JSON Lines.
     records, rejects = split_items(read_corpus(tmp_path / "folder", ReaderConfig()))
+    assert [r.text for r in records] == ["Doc 0.", "Doc 1.", "Doc 2."] and not rejects
+    assert [r.location for r in records] == ["a.txt:1", "a.txt:2", "a.txt:3"]
+    # `textdir` reads every file of the folder as one plain-text document, decompressed.
+    records, rejects = split_items(read_corpus(tmp_path / "folder", ReaderConfig(format="textdir")))
     assert len(records) == 1 and records[0].text.startswith('{"id": 0') and not rejects
 
 

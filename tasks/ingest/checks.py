@@ -12,7 +12,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.ingest.readers import FORMATS, CorpusError, ReaderConfig, _open_binary, detect_format
+from tasks.ingest.readers import (
+    FORMATS,
+    STRUCTURED,
+    CorpusError,
+    ReaderConfig,
+    _open_binary,
+    corpus_files,
+    detect_format,
+    file_format,
+)
 
 # Column names to suggest when the named one is missing and no name is close to it, best first.
 LIKELY = {
@@ -55,11 +64,8 @@ def field_names(path: Path, fmt: str) -> tuple[list[str], str] | None:
                 return (list(record), f"{path} (line {lineno})") if isinstance(record, dict) else None
         return None
     if fmt == "parquet":
-        files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
-        if not files:
-            return None
         try:
-            return list(pq.ParquetFile(files[0]).schema_arrow.names), f"{files[0]} (schema)"
+            return list(pq.ParquetFile(path).schema_arrow.names), f"{path} (schema)"
         except (pa.ArrowException, OSError):
             return None
     return None
@@ -94,18 +100,44 @@ def check_columns(path: Path, fmt: str, named: dict[str, str]) -> None:
 
 def check_corpus(path: str | Path, config: ReaderConfig) -> None:
     """The input exists, its format is known, and its fields include the text field and any title or id
-    field named differently from `ReaderConfig`'s defaults (those are optional: a CSV without `title` is fine)."""
+    field named differently from `ReaderConfig`'s defaults (those are optional: a CSV without `title` is fine).
+    A folder passes when one of its structured files has them: files without them become rejects."""
     p = require_path(path)
-    fmt = detect_format(p) if config.format == "auto" else config.format
-    if fmt not in FORMATS:
-        raise CorpusError(f"{path}: unknown format {fmt!r}; expected one of {', '.join(FORMATS)}, auto")
+    if config.format not in (*FORMATS, "auto"):
+        raise CorpusError(f"{path}: unknown format {config.format!r}; expected one of {', '.join(FORMATS)}, auto")
     default = ReaderConfig()
     named = {"--text-field": config.text_field}
     if config.title_field != default.title_field:
         named["--title-field"] = config.title_field
     if config.id_field != default.id_field:
         named["--id-field"] = config.id_field
+    if p.is_dir():
+        check_folder(p, config, named)
+        return
+    fmt = detect_format(p) if config.format == "auto" else config.format
     check_columns(p, fmt, named)
+
+
+def check_folder(folder: Path, config: ReaderConfig, named: dict[str, str]) -> None:
+    """The first structured file of `folder` with the named fields ends the check; when none has them,
+    the first one's error (a misspelt `--text-field` would make every such file a reject)."""
+    first_error = None
+    for file in corpus_files(folder):
+        if file.hidden:
+            continue
+        try:
+            fmt = file_format(file.path, config.format)
+        except (OSError, CorpusError):
+            continue  # the reader reports it as a reject naming the file
+        if fmt not in STRUCTURED:
+            continue
+        try:
+            check_columns(file.path, fmt, named)
+            return
+        except CorpusError as exc:
+            first_error = first_error or exc
+    if first_error is not None:
+        raise CorpusError(f"{first_error} (and every other structured file of {folder})")
 
 
 def check_text_file(path: str | Path, text_field: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +96,20 @@ class _ShardBuffer:
 def ingest_corpus(
     path: Path, config: IngestConfig, out_dir: Path, on_record: Callable[[int], None] | None = None
 ) -> dict[str, int]:
+    """Write `documents` and `rejects` shards of the file (or folder, read as one stream) at `path` into
+    `out_dir`; returns summed counts (see `write_documents`)."""
+    path = Path(path)
+    source = config.source_name or default_source_name(path)
+    return write_documents(read_corpus(path, config.reader), source, config, out_dir, on_record)
+
+
+def write_documents(
+    items: Iterable[Record | Reject],
+    source: str,
+    config: IngestConfig,
+    out_dir: Path,
+    on_record: Callable[[int], None] | None = None,
+) -> dict[str, int]:
     """Write `documents` and `rejects` shards into `out_dir`; returns summed counts.
 
     Shard `i` holds the next `docs_per_shard` documents (fewer once they reach `shard_chars`);
@@ -103,8 +117,6 @@ def ingest_corpus(
     are not rewritten, so a rerun after a crash produces the same bytes. Duplicate tracking
     costs about 8 bytes per document (`SeenKeys`).
     """
-    path = Path(path)
-    source = config.source_name or default_source_name(path)
     sweep_temporaries(out_dir)
     seen_docs, seen_ids = SeenKeys(), SeenKeys()
     totals: dict[str, int] = {"documents": 0, "rejects": 0}
@@ -127,7 +139,7 @@ def ingest_corpus(
         buffer = _ShardBuffer()
         index += 1
 
-    for item in read_corpus(path, config.reader):
+    for item in items:
         if isinstance(item, Reject):
             buffer.add_reject(source, item)
         else:

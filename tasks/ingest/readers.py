@@ -3,6 +3,11 @@
 Memory stays bounded by the largest single record (itself capped by `max_doc_bytes`), never
 by the corpus size. Record-level problems become `Reject`s with a `file:line` location;
 problems that make a whole file unreadable raise `CorpusError` naming the file.
+
+A folder is a corpus of files, each read by its own format (`corpus_files`, `file_format`):
+JSONL, CSV, TSV, Parquet and MediaWiki files by their name or first bytes, any other file as one
+plain-text document, any of them gzip/bz2/zstd-compressed. `ReaderConfig.format` forces one
+format for every file (`textdir`: every file is one text document).
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 FORMATS = ("jsonl", "wiki2txt", "parquet", "csv", "tsv", "textdir", "mediawiki")
+# Formats whose records have named fields (`--text-field` and friends apply to them).
+STRUCTURED = ("jsonl", "wiki2txt", "parquet", "csv", "tsv")
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".zst", ".zstd")
 SNIFF_BYTES = 8192
 
 
@@ -58,44 +66,124 @@ class Reject:
     detail: str
 
 
-def detect_format(path: Path) -> str:
-    """Guess a format from the path; `ReaderConfig.format` overrides it."""
-    if path.is_dir():
-        return "textdir"
-    name = path.name.lower()
-    if name.endswith((".xml.bz2", ".xml")):
+def format_from_name(name: str) -> str | None:
+    """The format a file name says (a compression suffix is looked through), else None."""
+    name = name.lower()
+    for suffix in COMPRESSED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    if name.endswith(".xml"):
         return "mediawiki"
     for suffix, fmt in ((".jsonl", "jsonl"), (".json", "jsonl"), (".parquet", "parquet"), (".csv", "csv")):
-        if name.endswith(suffix) or name.endswith(suffix + ".bz2"):
+        if name.endswith(suffix):
             return fmt
-    if name.endswith((".tsv", ".tsv.bz2", ".tab")):
+    if name.endswith((".tsv", ".tab")):
         return "tsv"
+    return None
+
+
+def format_from_bytes(path: Path) -> str | None:
+    """The format the first bytes say (after decompression), else None."""
+    with open(path, "rb") as raw:
+        if raw.read(4) == b"PAR1":
+            return "parquet"
     with _open_binary(path) as stream:
         head = stream.read(512).lstrip()
     if head.startswith(b"<mediawiki") or (head.startswith(b"<?xml") and b"<mediawiki" in head):
         return "mediawiki"
     if head.startswith(b"{"):
         return "jsonl"
-    raise CorpusError(f"{path}: cannot tell the format from the name; pass --format ({', '.join(FORMATS)})")
+    return None
+
+
+def detect_format(path: Path) -> str:
+    """Guess a format from the path; `ReaderConfig.format` overrides it. A folder is `folder`: a corpus
+    of files, each read by its own format (`file_format`)."""
+    if path.is_dir():
+        return "folder"
+    fmt = format_from_name(path.name) or format_from_bytes(path)
+    if fmt is None:
+        raise CorpusError(f"{path}: cannot tell the format from the name; pass --format ({', '.join(FORMATS)})")
+    return fmt
+
+
+def file_format(path: Path, forced: str = "auto") -> str:
+    """The format of one file of a corpus folder: `forced` unless `auto`, else its name, else its first
+    bytes, else `text` (one plain-text document; `textdir` forces that for every file)."""
+    if forced == "textdir":
+        return "text"
+    if forced != "auto":
+        return forced
+    return format_from_name(path.name) or format_from_bytes(path) or "text"
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    """One file of a corpus folder: where it is, its path relative to the folder (`rel`, POSIX), and
+    whether a dot-named part hides it (`.DS_Store`, `.git/...`: counted as a reject, never read)."""
+
+    path: Path
+    rel: str
+    hidden: bool
+
+
+def corpus_files(folder: Path) -> list[CorpusFile]:
+    """Every file under `folder`, recursively, in sorted relative-path order."""
+    files = []
+    for path in folder.rglob("*"):
+        if path.is_file():
+            rel = path.relative_to(folder)
+            files.append(CorpusFile(path, rel.as_posix(), any(part.startswith(".") for part in rel.parts)))
+    return sorted(files, key=lambda f: f.rel)
 
 
 def read_corpus(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
-    """Dispatch to the reader for `config.format` (or the detected one)."""
+    """Every record of a file, or of every file of a folder in sorted order (each by its own format)."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: no such file or folder")
+    if path.is_dir():
+        return read_folder(path, config)
     fmt = detect_format(path) if config.format == "auto" else config.format
+    return read_file(path, config, fmt)
+
+
+def read_file(path: Path, config: ReaderConfig, fmt: str, label: str | None = None) -> Iterator[Record | Reject]:
+    """Dispatch one file to the reader for `fmt`; `label` names it in locations (default: the path)."""
+    label = str(path) if label is None else label
     if fmt in ("jsonl", "wiki2txt"):
-        return read_jsonl(path, config)
+        return read_jsonl(path, config, label)
     if fmt == "parquet":
-        return read_parquet(path, config)
+        return read_parquet(path, config, label=label)
     if fmt in ("csv", "tsv"):
-        return read_delimited(path, config, delimiter="\t" if fmt == "tsv" else ",")
-    if fmt == "textdir":
-        return read_text_folder(path, config)
+        return read_delimited(path, config, delimiter="\t" if fmt == "tsv" else ",", label=label)
     if fmt == "mediawiki":
-        return read_mediawiki(path, config)
+        return read_mediawiki(path, config, label)
+    if fmt in ("text", "textdir"):
+        return read_text_file(path, config, label, source_id=label)
     raise CorpusError(f"{path}: unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def read_folder(folder: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
+    """The records of every file of `folder`, in sorted order, each file by its own format; locations
+    are relative to the folder. A hidden file is a reject; so is a file no reader can open (the message
+    names it), so one bad file of many never hides the others."""
+    for file in corpus_files(folder):
+        yield from read_member(file, config)
+
+
+def read_member(file: CorpusFile, config: ReaderConfig) -> Iterator[Record | Reject]:
+    """One file of a corpus folder as records and rejects; never raises `CorpusError`."""
+    location = f"{file.rel}:1"
+    if file.hidden:
+        yield Reject(location, "hidden_file", "a dot-named file or folder is not read as a document")
+        return
+    try:
+        yield from read_file(file.path, config, file_format(file.path, config.format), label=file.rel)
+    except CorpusError as exc:
+        reason = "missing_field" if "no column" in str(exc) else "unreadable_file"
+        yield Reject(location, reason, str(exc).replace(str(file.path), file.rel))
+    except OSError as exc:
+        yield Reject(location, "unreadable_file", f"{file.rel}: {exc.strerror or exc}")
 
 
 # Compression is told by the first bytes, not the name: a gzip file named `.jsonl` is still read.
@@ -218,11 +306,12 @@ def _bounded_lines(stream, limit: int) -> Iterator[tuple[int, bytes | None, int]
         yield lineno, None, size
 
 
-def read_jsonl(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
+def read_jsonl(path: Path, config: ReaderConfig, label: str | None = None) -> Iterator[Record | Reject]:
     """JSON Lines (also wiki2txt output: `{id, title, text, ...}`)."""
+    label = str(path) if label is None else label
     with _open_binary(path) as stream:
         for lineno, raw, size in _bounded_lines(stream, config.max_doc_bytes):
-            location = f"{path}:{lineno}"
+            location = f"{label}:{lineno}"
             if raw is None:
                 yield Reject(location, "too_large", f"line of {size} bytes > max_doc_bytes={config.max_doc_bytes}")
                 continue
@@ -244,29 +333,33 @@ def read_jsonl(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
             yield _record_from_fields(location, obj, config)
 
 
-def read_parquet(path: Path, config: ReaderConfig, batch_rows: int = 4096) -> Iterator[Record | Reject]:
-    """A Parquet file, or a folder of them, read batch by batch."""
-    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
-    for file in files:
-        try:
-            pf = pq.ParquetFile(file)
-        except (pa.ArrowException, OSError) as exc:
-            raise CorpusError(f"{file}: not a readable Parquet file ({exc})") from exc
-        if config.text_field not in pf.schema_arrow.names:
-            raise CorpusError(f"{file}: no column {config.text_field!r} (columns: {', '.join(pf.schema_arrow.names)})")
-        columns = [c for c in (config.text_field, config.title_field, config.id_field) if c in pf.schema_arrow.names]
-        row = 0
-        try:
-            for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
-                for obj in batch.to_pylist():
-                    row += 1
-                    yield _record_from_fields(f"{file}:row {row}", obj, config)
-        except (pa.ArrowException, OSError) as exc:
-            raise CorpusError(f"{file}: corrupt after row {row} ({exc})") from exc
+def read_parquet(
+    path: Path, config: ReaderConfig, batch_rows: int = 4096, label: str | None = None
+) -> Iterator[Record | Reject]:
+    """A Parquet file, read batch by batch."""
+    label = str(path) if label is None else label
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorpusError(f"{path}: not a readable Parquet file ({exc})") from exc
+    if config.text_field not in pf.schema_arrow.names:
+        raise CorpusError(f"{path}: no column {config.text_field!r} (columns: {', '.join(pf.schema_arrow.names)})")
+    columns = [c for c in (config.text_field, config.title_field, config.id_field) if c in pf.schema_arrow.names]
+    row = 0
+    try:
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):
+            for obj in batch.to_pylist():
+                row += 1
+                yield _record_from_fields(f"{label}:row {row}", obj, config)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorpusError(f"{path}: corrupt after row {row} ({exc})") from exc
 
 
-def read_delimited(path: Path, config: ReaderConfig, delimiter: str) -> Iterator[Record | Reject]:
+def read_delimited(
+    path: Path, config: ReaderConfig, delimiter: str, label: str | None = None
+) -> Iterator[Record | Reject]:
     """CSV/TSV with a header row. Invalid UTF-8 rejects the record, not the file."""
+    label = str(path) if label is None else label
     limit = min(sys.maxsize, max(config.max_doc_bytes * 2, 1 << 20))
     csv.field_size_limit(limit)  # bounds memory; fields between max_doc_bytes and this become rejects
     with _open_binary(path) as raw:
@@ -282,7 +375,7 @@ def read_delimited(path: Path, config: ReaderConfig, delimiter: str) -> Iterator
         try:
             for obj in reader:
                 span = f"{start + 1}" if reader.line_num == start + 1 else f"{start + 1}-{reader.line_num}"
-                location = f"{path}:{span}"
+                location = f"{label}:{span}"
                 start = reader.line_num
                 if None in obj:
                     found = len(obj) - 1 + len(obj[None])
@@ -298,41 +391,36 @@ def read_delimited(path: Path, config: ReaderConfig, delimiter: str) -> Iterator
             raise CorpusError(f"{path}:{reader.line_num}: {exc}") from exc
 
 
-def read_text_folder(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
-    """One document per file, files in sorted path order; binary files are rejected."""
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        rel = file.relative_to(path)
-        location = f"{file}:1"
-        if any(part.startswith(".") for part in rel.parts):  # .DS_Store, .git/...: counted, not read
-            yield Reject(location, "hidden_file", "a dot-named file or folder is not read as a document")
-            continue
-        size = file.stat().st_size
-        if size > config.max_doc_bytes:
-            yield Reject(location, "too_large", f"{size} bytes > max_doc_bytes={config.max_doc_bytes}")
-            continue
-        data = _decompress(file.read_bytes())
-        if b"\x00" in data[:SNIFF_BYTES]:
-            yield Reject(location, "binary_file", "contains NUL bytes")
-            continue
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            line = data[: exc.start].count(b"\n") + 1
-            yield Reject(f"{file}:{line}", "invalid_utf8", f"byte {exc.start}: {exc.reason}")
-            continue
+def read_text_file(path: Path, config: ReaderConfig, label: str, source_id: str) -> Iterator[Record | Reject]:
+    """One plain-text file (compressed or not) as one document; binary files are rejected."""
+    location = f"{label}:1"
+    size = path.stat().st_size
+    if size > config.max_doc_bytes:
+        yield Reject(location, "too_large", f"{size} bytes > max_doc_bytes={config.max_doc_bytes}")
+        return
+    data = _decompress(path.read_bytes())
+    if b"\x00" in data[:SNIFF_BYTES]:
+        yield Reject(location, "binary_file", "contains NUL bytes")
+        return
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        yield Reject(f"{label}:{line}", "invalid_utf8", f"byte {exc.start}: {exc.reason}")
+        return
+    if not text.strip():
+        yield Reject(location, "empty_text", "file is empty")
+        return
+    title = None
+    if config.textdir_title == "filename":
+        title = path.stem
+    elif config.textdir_title == "first_line":
+        first, _, rest = text.strip().partition("\n")
+        title, text = first.strip(), rest
         if not text.strip():
-            yield Reject(location, "empty_text", "file is empty")
-            continue
-        title = None
-        if config.textdir_title == "filename":
-            title = file.stem
-        elif config.textdir_title == "first_line":
-            first, _, rest = text.strip().partition("\n")
-            title, text = first.strip(), rest
-            if not text.strip():
-                yield Reject(location, "empty_text", "only a title line")
-                continue
-        yield Record(location, str(rel), title, text)
+            yield Reject(location, "empty_text", "only a title line")
+            return
+    yield Record(location, source_id, title, text)
 
 
 _HEADING = re.compile(r"^\s*=+[^=\n]*=+\s*$", re.MULTILINE)
@@ -354,12 +442,13 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def read_mediawiki(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
+def read_mediawiki(path: Path, config: ReaderConfig, label: str | None = None) -> Iterator[Record | Reject]:
     """A MediaWiki XML dump (`.xml` or `.xml.bz2`), streamed page by page.
 
     Only main-namespace articles become documents; redirects and other namespaces are
     rejects with their own reason, so the counts add up to the pages in the dump.
     """
+    label = str(path) if label is None else label
     page = 0
     try:
         with _open_binary(path) as stream:
@@ -377,7 +466,7 @@ def read_mediawiki(path: Path, config: ReaderConfig) -> Iterator[Record | Reject
                 if "revision" in fields:
                     text_elem = next((c for c in fields["revision"] if _local(c.tag) == "text"), None)
                 markup = (text_elem.text or "") if text_elem is not None else ""
-                location = f"{path}:page {page} ({title})"
+                location = f"{label}:page {page} ({title})"
                 root.clear()  # drop finished pages: memory stays flat over a multi-GB dump
                 if ns != "0":
                     yield Reject(location, "non_article_namespace", f"namespace {ns}")

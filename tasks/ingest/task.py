@@ -1,17 +1,36 @@
-"""The `ingest` Prefect task: a corpus file or folder -> `documents` + `rejects` tables."""
+"""The `ingest` Prefect task: a corpus file or folder -> `documents` + `rejects` tables.
+
+A file is one stream of records. A folder is a corpus of files, each ingested as its own unit
+(cached on its content, see `tasks/ingest/folder.py`) and merged in path order.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 
 from prefect import task
 
 from storage.fingerprint import canonical_json, file_signature, fingerprint
+from storage.layout import MANIFEST
 from storage.progress import Progress, current_logger
 from storage.shards import sum_shard_stats
 from storage.stage_output import StageOutput
 from tasks.ingest.documents import INGEST_CODE_VERSION, IngestConfig, default_source_name, ingest_corpus
+from tasks.ingest.folder import (
+    FOLDER_CODE_VERSION,
+    assemble_folder,
+    build_units,
+    corpus_delta,
+    folder_fingerprint,
+    missing_units,
+    plan_folder,
+    unit_dirs,
+)
 from tasks.runtime.stage_cache import STAGE_TASK
+
+TABLES = {"documents": "part-*.parquet", "rejects": "rejects/part-*.parquet"}
 
 
 def ingest_fingerprint(input_path: str, config: IngestConfig) -> tuple[str, dict]:
@@ -38,10 +57,13 @@ def require_documents(root: Path, documents: dict[str, str], allow_empty: bool) 
 
 
 @task(name="ingest", **STAGE_TASK)
-def ingest(input_path: str, config: IngestConfig, root: str) -> dict[str, str]:
-    """Stream the corpus into document shards; a finished output folder is reused as is."""
-    fp, inputs = ingest_fingerprint(input_path, config)
+def ingest(input_path: str, config: IngestConfig, root: str, workers: int = 0) -> dict[str, str]:
+    """Stream the corpus into document shards; a finished output folder is reused as is. A folder's
+    files are read `workers` at a time (0: one per core), only those no earlier run read."""
     logger = current_logger(__name__)
+    if Path(input_path).is_dir():
+        return ingest_folder(Path(input_path), config, root, workers, logger)
+    fp, inputs = ingest_fingerprint(input_path, config)
     out = StageOutput.open(root, "ingest", fp, log=logger)
     if out.complete:
         return out.cached()
@@ -55,8 +77,71 @@ def ingest(input_path: str, config: IngestConfig, root: str) -> dict[str, str]:
         config=config,
         inputs={"path": str(input_path), **inputs},
         upstream=[],
-        tables={"documents": "part-*.parquet", "rejects": "rejects/part-*.parquet"},
+        tables=TABLES,
         rows={"documents": stats.get("documents", 0), "rejects": stats.get("rejects", 0)},
         drops={k.removeprefix("reject:"): v for k, v in stats.items() if k.startswith("reject:")},
         extra={"coerced": {k.removeprefix("coerced:"): v for k, v in stats.items() if k.startswith("coerced:")}},
     )
+
+
+def ingest_folder(folder: Path, config: IngestConfig, root: str, workers: int, logger: logging.Logger):
+    """Each file of `folder` through its own cached unit, then the folder's tables from the units."""
+    source = config.source_name or default_source_name(folder)
+    units = plan_folder(folder, config)
+    fp = folder_fingerprint(units, config, source)
+    out = StageOutput.open(root, "ingest", fp, log=logger)
+    if out.complete:
+        return out.cached()
+    previous = previous_folder_build(out.root, str(folder.resolve()), fp)
+    pending = missing_units(units, config, source, out.root)
+    with Progress("ingest files", len(pending), logger, unit="files", heartbeat=True) as progress:
+        build_units(pending, config, source, out.root, workers, on_unit=progress.update)
+    computed = len(pending)
+    merged = assemble_folder(
+        list(zip(units, unit_dirs(units, config, source, out.root), strict=True)), out.dir, source
+    )
+    delta = corpus_delta(previous.get("corpus_files") if previous else None, merged["files"])
+    logger.info(
+        "ingest: %s: %d files (%d new, %d changed, %d removed since the last build), %d read, %d reused; "
+        "%d documents, %d rejects",
+        folder,
+        len(units),
+        delta["files_new"],
+        delta["files_changed"],
+        delta["files_removed"],
+        computed,
+        len(units) - computed,
+        merged["totals"]["documents"],
+        merged["totals"]["rejects"],
+    )
+    return out.finish(
+        code_version=FOLDER_CODE_VERSION,
+        config=config,
+        inputs={"path": str(folder.resolve()), "name": folder.name, "source": source, "kind": "folder"},
+        upstream=[],
+        tables=TABLES,
+        rows={"documents": merged["totals"]["documents"], "rejects": merged["totals"]["rejects"]},
+        drops=merged["drops"],
+        extra={
+            "records": merged["totals"]["records"],
+            "corpus_files": merged["files"],
+            "delta": {**delta, "previous": previous["fingerprint"] if previous else None},
+            "file_work": {"read": computed, "reused": len(units) - computed},
+        },
+    )
+
+
+def previous_folder_build(root: Path, folder: str, fingerprint: str) -> dict | None:
+    """The newest complete ingest of the same folder other than `fingerprint` (what the night adds to)."""
+    best = None
+    for path in (root / "ingest").glob(f"*/{MANIFEST}"):
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        inputs = manifest.get("inputs") or {}
+        if inputs.get("kind") != "folder" or inputs.get("path") != folder or manifest["fingerprint"] == fingerprint:
+            continue
+        if best is None or manifest.get("finished_at", 0) > best.get("finished_at", 0):
+            best = manifest
+    return best

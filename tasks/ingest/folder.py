@@ -1,0 +1,278 @@
+"""A corpus folder, ingested one file at a time: each file is its own cached unit, the folder a merge of them.
+
+    files = plan_folder(folder, config)             # every file, its format and content digest
+    for f in files: ingest_file(f, config, source, <root>/ingest-file/<unit fingerprint>/)
+    assemble_folder(units, out_dir)                 # the folder's `documents` and `rejects`
+
+A unit's fingerprint is its path in the folder, its content digest, its format and the reader
+config, never the folder's location or the other files: a night with one new file of N reads
+only that file, and a file that did not change is never read again (its digest is).
+
+The folder's output is the units' shards in sorted path order, linked (no copy). A document
+whose title and text an earlier file (in path order) already holds is dropped there and written
+as a `duplicate_document` reject naming both: exact corpus-wide dedup, whichever night a copy
+arrived, and the same bytes as a cold build of the same files in any arrival order. Locations
+are `path/in/folder:line`.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import xxhash
+
+from storage.fingerprint import canonical_json, fingerprint
+from storage.layout import stage_dir
+from storage.manifest import is_complete
+from storage.shards import finished_shards, link_shard, sum_shard_stats, write_shard
+from storage.stage_output import StageOutput
+from tasks.ingest.documents import REJECTS_SCHEMA, IngestConfig, write_documents
+from tasks.ingest.readers import CorpusError, CorpusFile, corpus_files, file_format, read_member
+from tasks.ingest.seen_keys import SeenKeys
+
+FILE_CODE_VERSION = "ingest_file_v1"
+FOLDER_CODE_VERSION = "ingest_folder_v1"
+UNIT_STAGE = "ingest-file"
+
+
+@dataclass(frozen=True)
+class FileUnit:
+    """One file of a corpus folder as a unit of work: what its output depends on, and where it is."""
+
+    rel: str
+    path: str
+    digest: str  # xxh3-128 of the bytes ("hidden" for a dot-named file, which is never read)
+    format: str
+    hidden: bool
+
+    def key(self) -> dict[str, Any]:
+        return {"path": self.rel, "digest": self.digest, "format": self.format}
+
+
+def file_digest(path: Path) -> str:
+    digest = xxhash.xxh3_128()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def plan_folder(folder: Path, config: IngestConfig) -> list[FileUnit]:
+    """Every file of `folder` with its digest and format, in sorted path order."""
+    units = []
+    for file in corpus_files(folder):
+        units.append(_unit(file, config))
+    return units
+
+
+def _unit(file: CorpusFile, config: IngestConfig) -> FileUnit:
+    if file.hidden:
+        return FileUnit(file.rel, str(file.path), "hidden", "none", True)
+    try:
+        fmt = file_format(file.path, config.reader.format)
+    except (OSError, CorpusError):
+        fmt = "unreadable"  # the reader turns it into a reject naming the file
+    return FileUnit(file.rel, str(file.path), file_digest(file.path), fmt, False)
+
+
+def unit_fingerprint(unit: FileUnit, config: IngestConfig, source: str) -> str:
+    """The reader config, the source name (part of every doc_id) and the file's path, format and digest."""
+    return fingerprint(UNIT_STAGE, FILE_CODE_VERSION, config, [canonical_json({"source": source, **unit.key()})])
+
+
+def folder_fingerprint(units: list[FileUnit], config: IngestConfig, source: str) -> str:
+    """The units' keys in path order: where the folder is, and when each file arrived, do not matter."""
+    files = canonical_json({"source": source, "files": [u.key() for u in units]})
+    return fingerprint("ingest", FOLDER_CODE_VERSION, config, [files])
+
+
+def ingest_file(unit: FileUnit, config: IngestConfig, source: str, out_dir: Path) -> dict[str, int]:
+    """One file's `documents` and `rejects` shards (duplicates within the file are rejects here)."""
+    file = CorpusFile(Path(unit.path), unit.rel, unit.hidden)
+    forced = config.reader if unit.format == "unreadable" else _forced(config, unit.format)
+    return write_documents(read_member(file, forced.reader), source, forced, out_dir)
+
+
+def _forced(config: IngestConfig, fmt: str) -> IngestConfig:
+    """`config` reading one file as the format its plan found (the file is not sniffed twice)."""
+    from dataclasses import replace
+
+    reader_format = "textdir" if fmt == "text" else fmt
+    return replace(config, reader=replace(config.reader, format=reader_format))
+
+
+# Reusing a unit is the normal case (every unchanged file, every night): not worth a log line each.
+_UNIT_LOG = logging.getLogger("tasks.ingest.units")
+_UNIT_LOG.setLevel(logging.WARNING)
+
+
+def build_unit(unit: FileUnit, config: IngestConfig, source: str, root: str) -> tuple[str, bool]:
+    """The unit's output folder under `<root>/ingest-file/`, made unless complete; (folder, made now)."""
+    out = StageOutput.open(root, UNIT_STAGE, unit_fingerprint(unit, config, source), log=_UNIT_LOG)
+    if out.complete:
+        return str(out.dir), False
+    ingest_file(unit, config, source, out.dir)
+    stats = sum_shard_stats(out.dir)
+    out.finish(
+        code_version=FILE_CODE_VERSION,
+        config=config,
+        inputs={"source": source, **unit.key()},
+        upstream=[],
+        tables={},  # the folder's output is what the catalog shows
+        rows={"documents": stats.get("documents", 0), "rejects": stats.get("rejects", 0)},
+        drops={k.removeprefix("reject:"): v for k, v in stats.items() if k.startswith("reject:")},
+    )
+    return str(out.dir), True
+
+
+def unit_dirs(units: list[FileUnit], config: IngestConfig, source: str, root: Path) -> list[Path]:
+    """Where each unit's output is (or will be), in `units` order."""
+    return [stage_dir(root, UNIT_STAGE, unit_fingerprint(u, config, source)) for u in units]
+
+
+def missing_units(units: list[FileUnit], config: IngestConfig, source: str, root: Path) -> list[FileUnit]:
+    """The units no earlier run completed: the files a night has to read."""
+    return [u for u, d in zip(units, unit_dirs(units, config, source, root), strict=True) if not is_complete(d)]
+
+
+def build_units(
+    pending: list[FileUnit],
+    config: IngestConfig,
+    source: str,
+    root: Path,
+    workers: int = 0,
+    on_unit: Callable[[int], None] | None = None,
+) -> None:
+    """Make every unit of `pending`, `workers` at a time in spawned processes (0: one per core; a single
+    one runs here)."""
+    workers = max(1, min(workers or os.cpu_count() or 1, len(pending)))
+    if workers == 1:
+        for unit in pending:
+            build_unit(unit, config, source, str(root))
+            if on_unit:
+                on_unit(1)
+        return
+    ctx = multiprocessing.get_context("spawn")  # see tasks/runtime/map_shards.py: never fork under Prefect
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        for future in as_completed([pool.submit(build_unit, u, config, source, str(root)) for u in pending]):
+            future.result()
+            if on_unit:
+                on_unit(1)
+
+
+def unit_counts(unit_dir: Path) -> dict[str, int]:
+    """A unit's summed shard counts: `documents`, `rejects` and `reject:<reason>`."""
+    return sum_shard_stats(unit_dir)
+
+
+def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: str) -> dict[str, Any]:
+    """Link every unit's shards into `out_dir` in path order, dropping documents an earlier file holds.
+
+    Returns the folder's totals and one entry per file (records, documents, rejects, duplicates across
+    files). Cheap (a read of each doc_id column, links, a rewrite only of shards that hold a duplicate), so
+    an interrupted assembly is started again from an empty folder rather than resumed.
+    """
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    seen = SeenKeys()
+    index = rejects_index = 0
+    duplicate_rows: dict[str, list] = {name: [] for name in REJECTS_SCHEMA.names}
+    files, drops = [], {}
+    for unit, unit_dir in units:
+        counts = unit_counts(unit_dir)
+        dropped = 0
+        for shard in finished_shards(unit_dir):
+            table = pq.read_table(shard)
+            keep = _first_copies(table.column("doc_id").to_pylist(), seen)
+            if all(keep):
+                link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, index)
+            else:
+                kept = table.filter(pa.array(keep))
+                _duplicate_rejects(table.filter(pc.invert(pa.array(keep))), source, duplicate_rows)
+                dropped += table.num_rows - kept.num_rows
+                write_shard(out_dir, index, kept)
+            index += 1
+        for shard in finished_shards(unit_dir, "rejects"):
+            link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, rejects_index, "rejects")
+            rejects_index += 1
+        reasons = {k.removeprefix("reject:"): v for k, v in counts.items() if k.startswith("reject:")}
+        if dropped:
+            reasons["duplicate_document"] = reasons.get("duplicate_document", 0) + dropped
+        for reason, n in reasons.items():
+            drops[reason] = drops.get(reason, 0) + n
+        documents, rejects = counts.get("documents", 0) - dropped, counts.get("rejects", 0) + dropped
+        files.append(
+            {
+                **unit.key(),
+                "unit": unit_dir.name,
+                "records": documents + rejects,
+                "documents": documents,
+                "rejects": rejects,
+                "duplicates_across_files": dropped,
+            }
+        )
+    if duplicate_rows["reason"] or rejects_index == 0:
+        write_shard(out_dir, rejects_index, pa.Table.from_pydict(duplicate_rows, schema=REJECTS_SCHEMA), "rejects")
+    if index == 0:  # an empty folder still has a (empty) documents table
+        from tasks.ingest.documents import DOCUMENTS_SCHEMA
+
+        write_shard(out_dir, 0, DOCUMENTS_SCHEMA.empty_table())
+    totals = {
+        "records": sum(f["records"] for f in files),
+        "documents": sum(f["documents"] for f in files),
+        "rejects": sum(f["rejects"] for f in files),
+    }
+    return {"totals": totals, "drops": dict(sorted(drops.items())), "files": files}
+
+
+def _first_copies(doc_ids: list[str], seen: SeenKeys) -> list[bool]:
+    """True for each document no earlier file held (ids within one unit are already unique)."""
+    return [seen.add(int(doc_id.rsplit("-", 1)[1], 16)) for doc_id in doc_ids]
+
+
+def _duplicate_rejects(duplicates: pa.Table, source: str, rows: dict[str, list]) -> None:
+    for doc_id, location in zip(
+        duplicates.column("doc_id").to_pylist(), duplicates.column("location").to_pylist(), strict=True
+    ):
+        values = (
+            "ingest",
+            source,
+            location,
+            "duplicate_document",
+            f"same title and text as {doc_id} in an earlier file",
+        )
+        for name, value in zip(REJECTS_SCHEMA.names, values, strict=True):
+            rows[name].append(value)
+
+
+def corpus_delta(previous: list[dict[str, Any]] | None, current: list[dict[str, Any]]) -> dict[str, int]:
+    """What changed since the previous build of the same folder, from the two builds' file lists:
+    files new, changed (same path, other bytes), removed and unchanged, and the documents and rejects
+    that came in with new or changed files or left with removed or changed ones."""
+    before = {f["path"]: f for f in previous or []}
+    now = {f["path"]: f for f in current}
+    new = [p for p in now if p not in before]
+    changed = [p for p in now if p in before and before[p]["digest"] != now[p]["digest"]]
+    removed = [p for p in before if p not in now]
+    came, left = new + changed, removed + changed
+    return {
+        "files_new": len(new),
+        "files_changed": len(changed),
+        "files_removed": len(removed),
+        "files_unchanged": len(now) - len(new) - len(changed),
+        "documents_new": sum(now[p]["documents"] for p in came),
+        "rejects_new": sum(now[p]["rejects"] for p in came),
+        "documents_removed": sum(before[p]["documents"] for p in left),
+    }
