@@ -131,8 +131,11 @@ def report_three(in_path: str, out_dir: str, index: int, config, report=None) ->
     return {"n": 1}
 
 
-def test_spawned_workers_report_through_the_queue(tmp_path):
+def test_spawned_workers_report_through_the_queue(tmp_path, monkeypatch):
+    import tasks.runtime.map_shards as pool
     from tasks.runtime.map_shards import map_shards
+
+    monkeypatch.setattr(pool, "MIN_BYTES_PER_WORKER", 0)  # no input files here: spawn whatever their size
 
     counts, shards = [], []
     inputs = [tmp_path / f"in-{i}" for i in range(3)]

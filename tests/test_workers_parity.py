@@ -32,6 +32,7 @@ def test_two_workers_write_the_same_bytes_as_one(tmp_path, monkeypatch):
             super().__init__(max_workers=max_workers, **kwargs)
 
     monkeypatch.setattr(map_shards, "ProcessPoolExecutor", RecordingPool)
+    monkeypatch.setattr(map_shards, "MIN_BYTES_PER_WORKER", 0)  # tiny shards: spawn anyway, to compare
     corpus = write_corpus(tmp_path / "corpus.jsonl", n_docs=600)
     one = build_pairs(input_path=str(corpus), root=str(tmp_path / "one"), workers=1, **PARAMS)
     assert pools == []
@@ -53,3 +54,20 @@ def test_two_workers_write_the_same_bytes_as_one(tmp_path, monkeypatch):
         first, second = read_manifest(tmp_path / "one" / ref["path"]), read_manifest(tmp_path / "two" / ref["path"])
         assert (second["rows"], second["drops"]) == (first["rows"], first["drops"]), ref["stage"]
         assert second["files"] == first["files"], ref["stage"]  # every file with its SHA-256, counts included
+
+
+def test_small_pending_input_stays_in_this_process(tmp_path, monkeypatch):
+    """A pool is started only when the pending input pays for its workers' start-up."""
+    import tasks.runtime.map_shards as map_shards
+
+    shards = []
+    for i, size in enumerate((300, 500)):
+        shards.append(tmp_path / f"part-{i:05d}.parquet")
+        shards[-1].write_bytes(b"x" * size)
+    pending = list(enumerate(shards))
+    monkeypatch.setattr(map_shards, "MIN_BYTES_PER_WORKER", 1000)
+    assert map_shards.worth_spawning(pending) == 1  # 800 bytes: this process alone
+    monkeypatch.setattr(map_shards, "MIN_BYTES_PER_WORKER", 400)
+    assert map_shards.worth_spawning(pending) == 2
+    monkeypatch.setattr(map_shards, "MIN_BYTES_PER_WORKER", 0)
+    assert map_shards.worth_spawning(pending) == 2  # 0: one worker a shard, whatever the size

@@ -265,11 +265,21 @@ class MovieGroupProcess:
         view.flags.writeable = False
         return view
 
-    def fit(self, docs: Sequence[Sequence[Token]], vocab_size: int | None = None) -> list[int]:
-        """Run `n_iters` Gibbs sweeps over `docs` (token lists) and return the final label of each.
+    def fit(
+        self,
+        docs: Sequence[Sequence[Token]],
+        vocab_size: int | None = None,
+        init_labels: Sequence[int] | None = None,
+        stop_moved: float = 0.0,
+    ) -> list[int]:
+        """Run up to `n_iters` Gibbs sweeps over `docs` (token lists) and return the final label of each.
 
         `vocab_size` is V in the V*beta term; it defaults to the number of distinct tokens in `docs` (passing a
         tokenizer's vocabulary size instead changes the clustering).
+        `init_labels` (a warm start): each document's starting cluster, -1 for a random one (the random draw
+        is made for every document either way, so the seed's stream does not depend on which were given).
+        `stop_moved`: stop after the first sweep that moves at most this share of the documents (0: run all
+        `n_iters`); `history_` records each sweep, so the sweep count and convergence are known.
         """
         vocab = build_vocabulary(docs)
         if vocab_size is None:
@@ -280,14 +290,20 @@ class MovieGroupProcess:
         self.vocabulary = vocab
         self.vocab_size = int(vocab_size)
         self.number_docs = enc.n_docs
-        self._fit_encoded(enc)
+        if init_labels is not None:
+            init_labels = np.asarray(init_labels, dtype=np.int64)
+            if init_labels.shape != (enc.n_docs,) or init_labels.max(initial=-1) >= self.K:
+                raise ValueError(f"init_labels needs one label in [-1, {self.K}) per document ({enc.n_docs})")
+        self._fit_encoded(enc, init_labels, stop_moved)
         assert self.labels_ is not None
         return self.labels_.tolist()
 
-    def _fit_encoded(self, enc: EncodedDocs) -> None:
+    def _fit_encoded(self, enc: EncodedDocs, init_labels: np.ndarray | None = None, stop_moved: float = 0.0) -> None:
         K, D, V = self.K, enc.n_docs, len(self.vocabulary)  # noqa: N806
         rng = np.random.default_rng(self.random_state)
         labels = rng.integers(0, K, size=D).astype(np.int64)
+        if init_labels is not None:
+            labels = np.where(init_labels >= 0, init_labels, labels)
         mz = np.bincount(labels, minlength=K).astype(np.int64)
         nz = np.bincount(labels, weights=enc.lengths, minlength=K).astype(np.int64)
         nzw = np.zeros((V, K), dtype=np.int64)
@@ -328,6 +344,8 @@ class MovieGroupProcess:
                     lp,
                 )
             history.append({"iteration": it + 1, "moved": int(moved), "populated": int(np.count_nonzero(mz))})
+            if stop_moved > 0 and moved <= stop_moved * D:
+                break
         self.labels_ = labels
         self.history_ = history
         self._mz, self._nz, self._nzw = mz, nz, nzw

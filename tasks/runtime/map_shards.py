@@ -29,6 +29,10 @@ Report = Callable[[int], None]
 Worker = Callable[..., dict[str, int]]
 
 _REPORTS: Any = None  # in a spawned worker: the queue progress counts go to
+# A spawned worker spends a second or more on imports and loading compiled kernels before its first shard, so
+# pending input (Parquet bytes) below this per worker stays in this process: a night that brings one small file
+# must not pay a pool's start-up several times over its own work. The bytes are the same either way.
+MIN_BYTES_PER_WORKER = 4 << 20
 
 
 def _set_reports(reports: Any) -> None:
@@ -68,7 +72,7 @@ def map_shards(
     if dask:
         _map_on_dask(worker, pending, len(in_shards), out_dir, config, dask, on_shard)
         return
-    workers = max(1, min(workers or os.cpu_count() or 1, len(pending)))
+    workers = max(1, min(workers or os.cpu_count() or 1, len(pending), worth_spawning(pending)))
     if workers == 1:
         for i, p in pending:
             stats = worker(str(p), str(out_dir), i, config, report=on_progress)
@@ -92,6 +96,14 @@ def map_shards(
     if reports is not None:
         _drain(reports, on_progress)  # what was still in flight when the last worker finished
         reports.close()
+
+
+def worth_spawning(pending: list[tuple[int, Path]]) -> int:
+    """How many spawned workers the pending shards' input size pays for (at least 1: this process)."""
+    if MIN_BYTES_PER_WORKER <= 0:
+        return len(pending)
+    size = sum(Path(p).stat().st_size for _, p in pending if Path(p).is_file())
+    return max(1, size // MIN_BYTES_PER_WORKER)
 
 
 def _map_on_dask(
