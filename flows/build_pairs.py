@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import fields
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from prefect import flow
 
+from flows.parameters import BuildPairsParams
 from flows.shuffle_pairs import shuffle_on_dask
 from storage.layout import data_root
 from tasks.evaluate.data import DemoRetrievalConfig
@@ -20,6 +21,7 @@ from tasks.pair.task import pair
 from tasks.runtime.artifacts import publish_build_artifacts
 from tasks.runtime.catalog import update_catalog
 from tasks.runtime.dask_cluster import dask_scheduler
+from tasks.runtime.parameters import config_values, takes
 from tasks.runtime.stage_cache import run_stage
 from tasks.shuffle.phases import ShuffleConfig
 from tasks.shuffle.task import shuffle
@@ -34,32 +36,9 @@ class StageConfigs(NamedTuple):
     shuffle: ShuffleConfig
 
 
-# Parameter defaults are the config dataclasses' own (one place each); the CLI reads the same fields.
 @flow(name="build-pairs", log_prints=True)
-def build_pairs(
-    input_path: str | None = None,
-    format: str = ReaderConfig.format,
-    text_field: str = ReaderConfig.text_field,
-    title_field: str = ReaderConfig.title_field,
-    id_field: str = ReaderConfig.id_field,
-    source_name: str = IngestConfig.source_name,
-    max_doc_bytes: int = ReaderConfig.max_doc_bytes,
-    docs_per_shard: int = IngestConfig.docs_per_shard,
-    max_sentence_chars: int = SplitConfig.max_sentence_chars,
-    pair_rule: str = PairConfig.rule,
-    pair_repeat: int = PairConfig.repeat,
-    pair_options: dict | None = None,
-    seed: int = PairConfig.seed,
-    rows_per_shard: int = ShuffleConfig.rows_per_shard,
-    memory_limit: str = ShuffleConfig.memory_limit,
-    shard_compression: str = ShuffleConfig.shard_compression,
-    spill_compression: str = ShuffleConfig.spill_compression,
-    workers: int = 0,
-    holdout_percent: int | None = None,
-    allow_empty: bool = False,
-    root: str | None = None,
-    dask: str = "",
-) -> dict[str, dict[str, str]]:
+@takes(BuildPairsParams)  # the signature: every parameter with its default, one config field each
+def build_pairs(**params: Any) -> dict[str, dict[str, str]]:
     """Build training shards from a corpus (default: the bundled Wikipedia sample).
 
     `pair_rule`: `weighted` (GUR's code), `letters` (the paper's wording) or `none` (no LCS
@@ -78,34 +57,16 @@ def build_pairs(
     `workers` processes, `"tcp://host:8786"` on a running scheduler whose workers all see the data root
     at the same path; the bytes are those of a run without it.
     """
-    base, started = data_root(root), time.time()
+    p = BuildPairsParams(**params)
+    base, started = data_root(p.root), time.time()
     # Built before any stage runs, so a misspelt codec or memory limit fails in a second, not after pairing.
-    configs = stage_configs(
-        input_path=input_path,
-        format=format,
-        text_field=text_field,
-        title_field=title_field,
-        id_field=id_field,
-        source_name=source_name,
-        max_doc_bytes=max_doc_bytes,
-        docs_per_shard=docs_per_shard,
-        max_sentence_chars=max_sentence_chars,
-        pair_rule=pair_rule,
-        pair_repeat=pair_repeat,
-        pair_options=pair_options,
-        seed=seed,
-        rows_per_shard=rows_per_shard,
-        memory_limit=memory_limit,
-        shard_compression=shard_compression,
-        spill_compression=spill_compression,
-        holdout_percent=holdout_percent,
-    )
-    source = str(Path(input_path).resolve()) if input_path else str(default_corpus())
-    with dask_scheduler(dask, workers, base) as address:
-        documents = run_stage(ingest, base, input_path=source, config=configs.ingest, workers=workers)
-        require_documents(base, documents, allow_empty)
-        sentences = run_stage(split, base, documents=documents, config=configs.split, workers=workers, dask=address)
-        pairs = run_stage(pair, base, sentences=sentences, config=configs.pair, workers=workers, dask=address)
+    configs = stage_configs(**params)
+    source = str(Path(p.input_path).resolve()) if p.input_path else str(default_corpus())
+    with dask_scheduler(p.dask, p.workers, base) as address:
+        documents = run_stage(ingest, base, input_path=source, config=configs.ingest, workers=p.workers)
+        require_documents(base, documents, p.allow_empty)
+        sentences = run_stage(split, base, documents=documents, config=configs.split, workers=p.workers, dask=address)
+        pairs = run_stage(pair, base, sentences=sentences, config=configs.pair, workers=p.workers, dask=address)
         if address:
             shards = shuffle_on_dask(pairs, configs.shuffle, base, address)
         else:
@@ -116,55 +77,30 @@ def build_pairs(
     return refs
 
 
-def stage_configs(
-    *,
-    input_path: str | None,
-    format: str,
-    text_field: str,
-    title_field: str,
-    id_field: str,
-    source_name: str,
-    max_doc_bytes: int,
-    docs_per_shard: int,
-    max_sentence_chars: int,
-    pair_rule: str,
-    pair_repeat: int,
-    pair_options: dict | None,
-    seed: int,
-    rows_per_shard: int,
-    memory_limit: str,
-    shard_compression: str,
-    spill_compression: str,
-    holdout_percent: int | None,
-) -> StageConfigs:
-    """The four stage configs of a build-pairs run from its parameters (the flow's names); raises
-    ValueError on a bad value before anything runs (the CLI calls it before Prefect starts)."""
+def stage_configs(**params: Any) -> StageConfigs:
+    """The four stage configs of a build-pairs run from its parameters (any of `BuildPairsParams`, the others
+    default); raises ValueError on a bad value before anything runs (the CLI calls it before Prefect starts)."""
+    p = BuildPairsParams(**params)
+    holdout_percent = p.holdout_percent
     if holdout_percent is None:
-        holdout_percent = DemoRetrievalConfig.held_out_percent if input_path is None else 0
-    reader = ReaderConfig(
-        format=format, text_field=text_field, title_field=title_field, id_field=id_field, max_doc_bytes=max_doc_bytes
-    )
+        holdout_percent = DemoRetrievalConfig.held_out_percent if p.input_path is None else 0
+    reader = ReaderConfig(**config_values(p, ReaderConfig))
     return StageConfigs(
-        ingest=IngestConfig(reader, source_name, docs_per_shard),
-        split=SplitConfig(max_sentence_chars),
-        pair=pair_config_from(pair_rule, pair_repeat, seed, holdout_percent, pair_options),
-        shuffle=ShuffleConfig(
-            seed=seed,
-            rows_per_shard=rows_per_shard,
-            memory_limit=memory_limit,
-            shard_compression=shard_compression,
-            spill_compression=spill_compression,
-        ),
+        ingest=IngestConfig(reader, **config_values(p, IngestConfig)),
+        split=SplitConfig(**config_values(p, SplitConfig)),
+        pair=pair_config_from(p.pair_options, holdout_percent=holdout_percent, **config_values(p, PairConfig)),
+        shuffle=ShuffleConfig(**config_values(p, ShuffleConfig)),
     )
 
 
-def pair_config_from(rule: str, repeat: int, seed: int, holdout_percent: int, options: dict | None) -> PairConfig:
-    """The pair stage's config; unknown `options` keys are an error that lists the known ones."""
+def pair_config_from(options: dict | None, **fields: Any) -> PairConfig:
+    """The pair stage's config: `fields` set by their own parameters, `options` the others; an unknown or
+    doubly set `options` key is an error that lists the known ones."""
     options = dict(options or {})
-    fixed = {"rule", "repeat", "seed", "holdout_percent"}
-    known = {f.name for f in fields(PairConfig)} - fixed
+    fixed = set(fields)
+    known = {f.name for f in dataclasses.fields(PairConfig)} - fixed
     unknown = sorted(set(options) - known)
     if unknown:
         what = "set by their own parameters" if set(unknown) <= fixed else f"known: {', '.join(sorted(known))}"
         raise ValueError(f"pair_options: {', '.join(unknown)} not accepted ({what})")
-    return PairConfig(rule=rule, repeat=repeat, seed=seed, holdout_percent=holdout_percent, **options)
+    return PairConfig(**fields, **options)

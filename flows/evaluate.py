@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from prefect import flow
 
+from flows.parameters import EvaluateParams
 from storage.layout import data_root
 from tasks.evaluate.models import BASELINES, model_fingerprint
 from tasks.evaluate.scoring import QuestionRetrievalConfig, RetrievalConfig, ZeroShotConfig
@@ -13,10 +15,10 @@ from tasks.evaluate.suite import DatasetSpec, SuiteConfig, applicable
 from tasks.evaluate.task import evaluate_unit, publish_evaluation, write_metrics
 from tasks.runtime.catalog import update_catalog
 from tasks.runtime.dask_cluster import dask_scheduler, map_units
+from tasks.runtime.parameters import takes
 from tasks.runtime.stage_cache import run_stage
 
 REPO = Path(__file__).resolve().parents[1]
-STACKOVERFLOW = "../shared/data/stackoverflow/train.tsv"
 STSB = ("../shared/data/stsb/stsb-en-dev.csv", "../shared/data/stsb/stsb-zh-dev.csv")
 
 
@@ -36,23 +38,8 @@ def _model(spec: str) -> str:
 
 
 @flow(name="evaluate", log_prints=True)
-def evaluate(
-    models: list[str] | None = None,
-    stackoverflow: str | None = STACKOVERFLOW,
-    stsb: list[str] | None = None,
-    lee: bool = True,
-    demo_retrieval: bool = True,
-    beir: list[str] | None = None,
-    beir_split: str = SuiteConfig.beir_split,
-    question_queries: int = QuestionRetrievalConfig.max_queries,
-    limit: int = DatasetSpec.limit,
-    demo_max_articles: int = DatasetSpec.limit,
-    batch_size: int = SuiteConfig.batch_size,
-    device: str | None = None,
-    root: str | None = None,
-    dask: str = "",
-    workers: int = 0,
-) -> dict:
+@takes(EvaluateParams)  # the signature: every parameter with its default
+def evaluate(**params: Any) -> dict:
     """Evaluate model folders and baselines (default: all five baselines) on the configured sets.
 
     `stsb=None` takes the en and zh dev files; `[]` or `stackoverflow=""` skips a set. A file
@@ -61,33 +48,34 @@ def evaluate(
     `dask`: `"local"` (a cluster of `workers` processes) or a scheduler address evaluates the units
     (model x dataset) as mapped tasks there; the rows are the same.
     """
-    base = data_root(root)
+    p = EvaluateParams(**params)
+    base = data_root(p.root)
     specs = []
-    if stackoverflow:
-        specs.append(DatasetSpec("stackoverflow", _path(stackoverflow), limit=limit))
-    specs += [DatasetSpec("stsb", _path(p), limit=limit) for p in (STSB if stsb is None else stsb)]
-    specs += [DatasetSpec("lee")] if lee else []
-    specs += [DatasetSpec("demo", limit=demo_max_articles)] if demo_retrieval else []
-    specs += [DatasetSpec("beir", _path(p)) for p in beir or []]
+    if p.stackoverflow:
+        specs.append(DatasetSpec("stackoverflow", _path(p.stackoverflow), limit=p.limit))
+    specs += [DatasetSpec("stsb", _path(f), limit=p.limit) for f in (STSB if p.stsb is None else p.stsb)]
+    specs += [DatasetSpec("lee")] if p.lee else []
+    specs += [DatasetSpec("demo", limit=p.demo_max_articles)] if p.demo_retrieval else []
+    specs += [DatasetSpec("beir", _path(f)) for f in p.beir or []]
     if not specs:
         raise ValueError("no evaluation set selected: give --stackoverflow, --stsb, --beir, or keep Lee-50 / demo")
-    names = models if models is not None else list(BASELINES)
+    names = p.models if p.models is not None else list(BASELINES)
     for name in names:  # fail before any work on a model string that names nothing
         model_fingerprint(_model(name))
     config = SuiteConfig(
-        retrieval=RetrievalConfig(batch_size=batch_size),
-        question=QuestionRetrievalConfig(max_queries=question_queries, batch_size=batch_size),
-        zero_shot=ZeroShotConfig(batch_size=batch_size),
-        beir_split=beir_split,
-        batch_size=batch_size,
+        retrieval=RetrievalConfig(batch_size=p.batch_size),
+        question=QuestionRetrievalConfig(max_queries=p.question_queries, batch_size=p.batch_size),
+        zero_shot=ZeroShotConfig(batch_size=p.batch_size),
+        beir_split=p.beir_split,
+        batch_size=p.batch_size,
     )
     calls = [
-        {"model": _model(m), "dataset": spec, "config": config, "device": device}
+        {"model": _model(m), "dataset": spec, "config": config, "device": p.device}
         for m in names
         for spec in specs
         if applicable(m, spec.kind)
     ]
-    with dask_scheduler(dask, workers, base) as address:
+    with dask_scheduler(p.dask, p.workers, base) as address:
         if address:
             on_cluster = [{**c, "root": str(base)} for c in calls]
             units = map_units(evaluate_unit, on_cluster, address, progress="evaluate: {done}/{total} units done")

@@ -7,6 +7,7 @@ from typing import Any
 
 from prefect import flow
 
+from models.train_presets import METHODS, OBJECTIVES
 from storage.layout import data_root
 from storage.stage_output import latest_ref, ref_complete
 from tasks.runtime.artifacts import publish_train_artifacts
@@ -14,8 +15,6 @@ from tasks.runtime.catalog import update_catalog
 from tasks.runtime.stage_cache import run_stage
 from tasks.train.task import file_ref, train
 
-OBJECTIVES = ("lm+cl", "cl", "lm")
-METHODS = ("gur", "tfcsg", "simcse")
 # GUR-Small for 10,000 steps (TrainConfig's own preset and max_steps suit tests); pooling, lr: TrainConfig's.
 GUR_DEFAULTS = dict(preset="small", steps=10000)
 
@@ -77,9 +76,9 @@ def resolve_config(
 def train_flow(
     shards: dict[str, str] | None = None,
     root: str | None = None,
-    method: str = "gur",
+    method: str = METHODS[0],
     variant: str = "lcs",
-    objective: str = "lm+cl",
+    objective: str = OBJECTIVES[0],
     preset: str | None = None,
     steps: int | None = None,
     pooling: str | None = None,

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from models import train_presets
 from models.attention import check_attention
 from models.checkpoints import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from models.gur_t5 import GurModel, preset_config
@@ -62,9 +63,9 @@ DEFAULT_PROMPTS = (
 class TrainConfig:
     out_dir: str
     shards: str  # gur: the shuffle stage folder; tfcsg / simcse: unused (see `questions`)
-    method: str = "gur"  # gur | tfcsg | simcse (models.tfcsg)
+    method: str = train_presets.METHODS[0]  # gur | tfcsg | simcse (models.tfcsg)
     preset: str = "tiny"
-    objective: str = "lm+cl"  # lm+cl (GUR-FULL), cl (the paper's GUR-LM), lm (GUR-CL)
+    objective: str = train_presets.OBJECTIVES[0]  # lm+cl (GUR-FULL), cl (the paper's GUR-LM), lm (GUR-CL)
     alpha: float = 1.0
     temperature: float = 0.1
     pooling: str = "cls"

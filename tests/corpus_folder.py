@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from pair_corpus import WORDS
 
 
@@ -34,7 +33,8 @@ def docs(n: int, seed: int, prefix: str = "Doc") -> list[dict]:
             if j % 2 == 0:
                 words[rng.randint(0, len(words)) : 0] = topic
             sentences.append(" ".join(words).capitalize() + ".")
-        out.append({"id": f"{seed}-{i}", "title": f"{prefix} {seed} {i} {' '.join(topic)}", "text": " ".join(sentences)})
+        title = f"{prefix} {seed} {i} {' '.join(topic)}"
+        out.append({"id": f"{seed}-{i}", "title": title, "text": " ".join(sentences)})
     return out
 
 

@@ -84,7 +84,7 @@ def test_a_night_killed_between_files_resumes_to_the_same_bytes(tmp_path):
     try:
         deadline = time.monotonic() + 300
         while not [p for p in units.glob("*/_manifest.json") if p.parent.name not in before]:
-            assert proc.poll() is None, f"gur ended (rc {proc.returncode}) before a new file was ingested:\n{tail(log)}"
+            assert proc.poll() is None, f"gur ended (rc {proc.returncode}) before a file was ingested:\n{tail(log)}"
             assert time.monotonic() < deadline, f"no file ingested within 300 s:\n{tail(log)}"
             time.sleep(0.01)
     finally:

@@ -6,7 +6,7 @@ products of L2-normalised vectors (cosine) for encoders and BM25 scores for the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,7 +48,7 @@ class QuestionRetrievalConfig:
     `DatasetSpec.limit` (`--limit`), which changes what is measured.
     """
 
-    max_queries: int = 0
+    max_queries: int = field(default=0, metadata={"help": "question retrieval: first N titles as queries (0: all)"})
     seed: int = 0
     precision_ks: tuple[int, ...] = (1, 5, 10)
     batch_size: int = 64

@@ -62,7 +62,7 @@ class DatasetSpec:
     kind: str
     path: str = ""
     name: str = ""
-    limit: int = 0
+    limit: int = field(default=0, metadata={"help": "keep the first N rows of each file (smoke test; 0: all)"})
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -88,8 +88,8 @@ class SuiteConfig:
     question: QuestionRetrievalConfig = field(default_factory=QuestionRetrievalConfig)
     zero_shot: ZeroShotConfig = field(default_factory=ZeroShotConfig)
     demo: DemoRetrievalConfig = field(default_factory=DemoRetrievalConfig)
-    beir_split: str = "test"
-    batch_size: int = 64
+    beir_split: str = field(default="test", metadata={"help": "qrels split for BEIR folders"})
+    batch_size: int = field(default=64, metadata={"help": "encoding batch size"})
 
     def for_kind(self, kind: str) -> dict[str, Any]:
         return {

@@ -46,8 +46,9 @@ REJECTS_SCHEMA = pa.schema(
 @dataclass(frozen=True)
 class IngestConfig:
     reader: ReaderConfig = field(default_factory=ReaderConfig)
-    source_name: str = ""  # empty: the input's file or folder name without extensions
-    docs_per_shard: int = 2000  # fixed for a run: part of the fingerprint, so resume is exact
+    source_name: str = field(default="", metadata={"help": "name used in doc_ids (default: the input's file name)"})
+    # Fixed for a run: part of the fingerprint, so resume is exact.
+    docs_per_shard: int = field(default=2000, metadata={"help": "documents per Parquet shard"})
     # A shard also ends once its texts hold this many characters: memory here and in each split
     # worker stays bounded however large the documents (2000 x 8 MB would be 16 GB).
     shard_chars: int = 64_000_000

@@ -20,7 +20,7 @@ import json
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree.ElementTree import ParseError, iterparse
 
@@ -42,11 +42,16 @@ class CorpusError(Exception):
 class ReaderConfig:
     """How to read one source. Field names apply to JSONL, Parquet and CSV/TSV."""
 
-    format: str = "auto"
-    text_field: str = "text"
-    title_field: str = "title"
-    id_field: str = "id"
-    max_doc_bytes: int = 8_000_000
+    format: str = field(
+        default="auto", metadata={"help": "input format: " + ", ".join(FORMATS) + ", auto (from the name)"}
+    )
+    text_field: str = field(
+        default="text",
+        metadata={"help": "field/column with the document text (e.g. title for StackOverflow questions)"},
+    )
+    title_field: str = field(default="title", metadata={"help": "field/column with the title ('' for none)"})
+    id_field: str = field(default="id", metadata={"help": "field/column with the source id"})
+    max_doc_bytes: int = field(default=8_000_000, metadata={"help": "reject larger documents"})
     textdir_title: str = "filename"  # "filename", "first_line" or "none"
 
 

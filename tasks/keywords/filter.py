@@ -221,18 +221,26 @@ class KeywordsConfig:
     (both backends give identical labels). A non-empty `ks` sweeps K over `seeds` and fits the K with the
     best mean `coherence_metric`; otherwise `k` is used. The final fit uses `seed`."""
 
-    k: int = 30
-    ks: tuple[int, ...] = ()
-    seeds: tuple[int, ...] = (0, 1, 2)
-    seed: int = 0
-    alpha: float = 0.1
-    beta: float = 0.1
-    n_iters: int = 30
+    k: int = field(default=30, metadata={"help": "upper bound on topics (GSDMM empties the extra ones)"})
+    ks: tuple[int, ...] = field(
+        default=(), metadata={"help": "sweep these K values and keep the best NPMI (default: no sweep, --k)"}
+    )
+    seeds: tuple[int, ...] = field(default=(0, 1, 2), metadata={"help": "seeds per K in a sweep"})
+    seed: int = field(default=0, metadata={"help": "seed of the final fit"})
+    alpha: float = field(default=0.1, metadata={"help": "GSDMM alpha: prior weight of a topic"})
+    beta: float = field(default=0.1, metadata={"help": "GSDMM beta: prior weight of a word"})
+    n_iters: int = field(default=30, metadata={"help": "Gibbs sweeps"})
     repeated_tokens: bool = False
-    threshold: str = "scaled"
-    t: float = 100.0
-    tau: float = 0.1
-    t_min: float = 2.0
+    threshold: str = field(
+        default="scaled",
+        metadata={
+            "help": "keyword threshold rule: scaled (max(t_min, tau * topic size)) or absolute (the paper's t)",
+            "choices": ("scaled", "absolute"),
+        },
+    )
+    t: float = field(default=100.0, metadata={"help": "absolute threshold (the paper's t)"})
+    tau: float = field(default=0.1, metadata={"help": "scaled threshold: share of topic size"})
+    t_min: float = field(default=2.0, metadata={"help": "scaled threshold: lower bound"})
     fallback_words: int = 2
     top_n: int = 10
     coherence_metric: str = "npmi"

@@ -39,7 +39,7 @@ brute-force Python versions in ``tests/pair_reference.py``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba as nb
 import numpy as np
@@ -78,7 +78,10 @@ _HASH_BASE = 0x100000001B3
 class PairConfig:
     """How pairs are chosen. Defaults are GUR's code with integer weights (see module doc)."""
 
-    rule: str = "weighted"
+    rule: str = field(
+        default="weighted",
+        metadata={"help": "LCS rule: weighted (GUR code), letters (paper), none (GUR-LCS ablation)", "choices": RULES},
+    )
     min_weight: int = 30  # weighted rule: heaviest common substring >= this ...
     min_weight_small: int = 20  # ... or >= this when either sentence is small
     small_weight: int = 150  # weighted rule: a sentence weighing <= this is small
@@ -86,10 +89,13 @@ class PairConfig:
     letters_k_short: int = 2  # ... or >= this when either sentence is shorter than short_chars
     letters_k_by_length: bool = True  # off: letters_k for every pair
     short_chars: int = 64  # k-by-length boundary (norm chars); also the 'short' bucket boundary (text chars)
-    repeat: int = 2  # pairs per content sentence
+    repeat: int = field(
+        default=2,
+        metadata={"help": "most pairs a content sentence takes part in, title pairs included (GUR's cap)"},
+    )
     title_quota: int = 3  # pairs per title sentence
     doc_cap_factor: int = 2  # pairs per document <= factor * sentences in the document
-    seed: int = 0
+    seed: int = field(default=0, metadata={"help": "seed of partner choice and shuffle"})
     stop_gram_limit: int | None = 1000  # ignore grams shared by more sentences of a document; None: exact
     holdout_percent: int = 0  # skip documents of the evaluation hold-out (tasks/evaluate/data.is_held_out)
 

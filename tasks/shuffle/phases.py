@@ -39,7 +39,7 @@ import shutil
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -80,19 +80,31 @@ ROWS, SAME_DOC = "_rows", "_same_document"
 
 @dataclass(frozen=True)
 class ShuffleConfig:
-    seed: int = 0
-    rows_per_shard: int = 100_000
+    seed: int = field(default=0, metadata={"help": "seed of the shuffle (build-pairs: PairConfig.seed too)"})
+    rows_per_shard: int = field(default=100_000, metadata={"help": "rows per training shard"})
     row_group_rows: int = 10_000  # streaming readers fetch one row group at a time
     partitions: int = 0  # 0: chosen from input size and memory limit; 1: single-node form
-    memory_limit: str = "1GB"  # one partition, loaded whole, stays well inside this
+    memory_limit: str = field(  # one partition, loaded whole, stays well inside this
+        default="1GB",
+        metadata={"help": "memory of the dedup + shuffle stage, e.g. 512MB, 4GiB; larger input spills to disk"},
+    )
     threads: int = 0  # threads for gathering and writing (0: all cores)
     batch_size: int = 256  # for the false-negative measurement (pairs of one document in one batch)
     # Shards are read whole, once per epoch: snappy encodes 1.4x and decodes faster than zstd
     # for files about 1.5x larger ("zstd" when disk matters more).
-    shard_compression: str = "snappy"
+    shard_compression: str = field(
+        default="snappy",
+        metadata={"help": "Parquet codec of the training shards: snappy, zstd (~30% smaller, slower), lz4, none"},
+    )
     # Intermediate files under `_work/`, written and read once: uncompressed IPC is memory-mapped
     # (no copy on read) and costs no CPU; "lz4" about halves their disk space for ~30% more time.
-    spill_compression: str = "none"
+    spill_compression: str = field(
+        default="none",
+        metadata={
+            "help": "codec of the shuffle's temporary files (~4x the pairs' size on disk): none, lz4 (half the disk, "
+            "~30% slower), zstd"
+        },
+    )
 
     def __post_init__(self) -> None:
         for name, codecs in (("shard_compression", SHARD_CODECS), ("spill_compression", SPILL_CODECS)):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -47,7 +47,9 @@ SENTENCES_SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class SplitConfig:
-    max_sentence_chars: int = 512  # longer sentences are cut into pieces at whitespace (counted); titles cropped
+    max_sentence_chars: int = field(
+        default=512, metadata={"help": "cut longer sentences into pieces at whitespace (counted); titles are cropped"}
+    )
 
 
 def normalize(text: str) -> str:
