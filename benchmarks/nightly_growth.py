@@ -5,7 +5,9 @@
 The corpus is real text in mixed formats, English and Chinese: the bundled Wikipedia sample's
 articles (JSONL), StackOverflow titles grouped by tag into documents (TSV), STS-B en train
 sentences grouped into documents (CSV, Parquet, plain-text files, gzip JSONL) and STS-B zh train
-sentences (JSONL, TSV), from `../shared/data`. The folder starts with 60% of the documents; each
+sentences, from `../shared/data`; and, when `--text-folder` names one (default: the Python
+documentation's reST sources from Debian's `python3-doc`, where installed), every `.txt` file under
+it as a document. The folder starts with 60% of the documents; each
 night adds files holding about `--growth` of the folder's documents, in a new mix of formats.
 
 Per night, in one process (Prefect up once, so its start-up is in no figure): `build-pairs` on the
@@ -36,6 +38,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("DO_NOT_TRACK", "1")
 SHARED = REPO.parent / "shared" / "data"
 SENTENCES_PER_DOC = 12
+PYTHON_DOCS = Path("/usr/share/doc/python3.11/html/_sources")
 
 
 def wiki_documents() -> list[dict]:
@@ -79,8 +82,18 @@ def stackoverflow_documents() -> list[dict]:
     return docs
 
 
-def all_documents(seed: int) -> list[dict]:
+def folder_documents(folder: Path | None) -> list[dict]:
+    if folder is None or not folder.is_dir():
+        return []
+    return [
+        {"title": p.stem.removesuffix(".rst"), "text": p.read_text(encoding="utf-8", errors="replace"), "lang": "en"}
+        for p in sorted(folder.rglob("*.txt"))
+    ]
+
+
+def all_documents(seed: int, text_folder: Path | None = None) -> list[dict]:
     docs = wiki_documents() + stackoverflow_documents() + sts_documents("en") + sts_documents("zh")
+    docs += folder_documents(text_folder)
     random.Random(seed).shuffle(docs)
     return docs
 
@@ -157,6 +170,12 @@ def main() -> None:
     parser.add_argument("--start", type=float, default=0.6, help="share of the documents the folder starts with")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--text-folder",
+        default=str(PYTHON_DOCS),
+        help="every .txt file under it is a document too (default: %(default)s, from `apt-get install python3-doc`;"
+        " '' for none)",
+    )
     args = parser.parse_args()
     work = Path(args.workdir).resolve()
     shutil.rmtree(work, ignore_errors=True)
@@ -165,7 +184,7 @@ def main() -> None:
 
     from prefect.testing.utilities import prefect_test_harness
 
-    docs = all_documents(args.seed)
+    docs = all_documents(args.seed, Path(args.text_folder) if args.text_folder else None)
     start = int(len(docs) * args.start)
     zh = sum(d["lang"] == "zh" for d in docs)
     print(f"{len(docs)} documents available ({zh} zh); the folder starts with {start}")
