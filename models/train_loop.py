@@ -46,6 +46,7 @@ from models.pair_data import (
     distinct_doc_batches,
     heldout_pairs,
 )
+from models.schedule import get_lr
 from models.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
 from models.trainer_process import run_lock, watch_parent
 from storage.atomic import atomic_path, atomic_write_text
@@ -75,7 +76,7 @@ class TrainConfig:
     dropout: float = 0.1
     max_steps: int = 1000
     lr: float = 1e-4
-    schedule: str = "constant"  # constant with warmup (the paper) or cosine
+    schedule: str = "constant"  # constant with warmup (the paper) or cosine (models.schedule.get_lr)
     warmup_steps: int = 100
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -168,16 +169,6 @@ def check_throughput_options(cfg: TrainConfig, device: torch.device) -> None:
         raise ValueError(
             "attention 'flex' trains on a GPU only (torch has no FlexAttention backward on the CPU); use sdpa"
         )
-
-
-def get_lr(step: int, cfg: TrainConfig) -> float:
-    """LR multiplier: linear warmup, then constant or cosine down to `min_lr_ratio`."""
-    if step < cfg.warmup_steps:
-        return (step + 1) / cfg.warmup_steps
-    if cfg.schedule == "constant":
-        return 1.0
-    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
-    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
 def gather(obj: Any, world: int) -> list[Any]:
@@ -508,7 +499,9 @@ def _train(cfg: TrainConfig) -> dict[str, Any]:
         betas=(0.9, 0.999),
         fused=device.type == "cuda",
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: get_lr(s, cfg))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: get_lr(s, cfg.max_steps, cfg.warmup_steps, cfg.schedule, min_ratio=cfg.min_lr_ratio)
+    )
     stream = recipe.stream
     step, metrics = 0, []
     window: dict[str, Any] = {"sum": None, "n": 0}  # per-step stats summed since the last log row

@@ -1,0 +1,48 @@
+"""Word2vec vectors trained here, reproducibly: the same sentences give the same vectors in every process.
+
+Both word-vector baselines use it: the evaluation's `word2vec` model (`tasks/evaluate/models.py`,
+skip-gram on a corpus) and the STS survey's `sg` / `cbow` families (`tasks/sts/families.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Word2VecConfig:
+    """Skip-gram (`sg=1`, the best word-vector model in the STS survey) or CBOW (`sg=0`), fitted by gensim
+    with one worker: more workers make the result depend on thread timing."""
+
+    vector_size: int = 100
+    window: int = 5
+    min_count: int = 2
+    epochs: int = 10
+    sg: int = 1
+    seed: int = 0
+
+
+def stable_hash(text: str) -> int:
+    """gensim seeds each word's initial vector with `hashfxn(word + seed)`; Python's `hash` is salted per process."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def train_word2vec(sentences: list[list[str]], config: Word2VecConfig) -> tuple[np.ndarray, dict[str, int]]:
+    """(vectors (V, vector_size), word -> row) of a word2vec model fitted on token lists."""
+    from gensim.models import Word2Vec
+
+    model = Word2Vec(
+        sentences,
+        vector_size=config.vector_size,
+        window=config.window,
+        min_count=config.min_count,
+        sg=config.sg,
+        epochs=config.epochs,
+        seed=config.seed,
+        workers=1,
+        hashfxn=stable_hash,
+    )
+    return model.wv.vectors.copy(), {w: i for i, w in enumerate(model.wv.index_to_key)}
