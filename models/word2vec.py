@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from storage.progress import Progress, current_logger
+
 
 @dataclass(frozen=True)
 class Word2VecConfig:
@@ -31,18 +33,27 @@ def stable_hash(text: str) -> int:
 
 
 def train_word2vec(sentences: list[list[str]], config: Word2VecConfig) -> tuple[np.ndarray, dict[str, int]]:
-    """(vectors (V, vector_size), word -> row) of a word2vec model fitted on token lists."""
+    """(vectors (V, vector_size), word -> row) of a word2vec model fitted on token lists; logs epochs done
+    and an ETA at most every `storage.progress.LOG_EVERY_S` (the demo corpus takes ~30 s)."""
     from gensim.models import Word2Vec
+    from gensim.models.callbacks import CallbackAny2Vec
 
-    model = Word2Vec(
-        sentences,
-        vector_size=config.vector_size,
-        window=config.window,
-        min_count=config.min_count,
-        sg=config.sg,
-        epochs=config.epochs,
-        seed=config.seed,
-        workers=1,
-        hashfxn=stable_hash,
-    )
+    class EpochDone(CallbackAny2Vec):
+        def on_epoch_end(self, model: Word2Vec) -> None:
+            progress.update(1)
+
+    with Progress("word2vec", config.epochs, current_logger(__name__), unit="epochs", heartbeat=True) as progress:
+        model = Word2Vec(
+            sentences,
+            vector_size=config.vector_size,
+            window=config.window,
+            min_count=config.min_count,
+            sg=config.sg,
+            epochs=config.epochs,
+            seed=config.seed,
+            workers=1,
+            hashfxn=stable_hash,
+            callbacks=[EpochDone()],
+        )
+        progress.close(words=len(model.wv.index_to_key))
     return model.wv.vectors.copy(), {w: i for i, w in enumerate(model.wv.index_to_key)}

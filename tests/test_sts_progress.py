@@ -39,9 +39,11 @@ def test_siamese_training_logs_step_loss_and_eta(tmp_path, monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="models.sts_train"):
         result = run_family(family, "en", config, train, {"dev": dev}, folder, {})
     messages = [r.getMessage() for r in caplog.records if r.name == "models.sts_train"]
-    steps = [m for m in messages if m.startswith("sts train: ")]
+    steps = [m for m in messages if m.startswith("sts train: ") and ", loss=" in m]
+    beats = [m for m in messages if m.startswith("sts train: ") and ", loss=" not in m]  # a step slower than 1 s
+    assert all(re.fullmatch(r"sts train: \d/6 steps \(.* in(, ETA ([\dmhs]+|\?))?\)", m) for m in beats), beats
     assert len(result.log) == 6 and len(steps) >= 6, messages
-    line = re.compile(r"sts train: (\d)/6 steps \(\d+%, [\d.]+/s, \d+s in(, ETA \d+s)?\), loss=(\d+\.\d{4})")
+    line = re.compile(r"sts train: (\d)/6 steps \(\d+%, [\d.]+/s, [\dmhs]+ in(, ETA [\dmhs]+)?\), loss=(\d+\.\d{4})")
     parsed = [line.match(m) for m in steps]
     assert all(parsed), steps
     assert [int(m.group(1)) for m in parsed[:6]] == [1, 2, 3, 4, 5, 6]
@@ -49,3 +51,15 @@ def test_siamese_training_logs_step_loss_and_eta(tmp_path, monkeypatch, caplog):
     assert [float(m.group(3)) for m in parsed[:6]] == [round(r["loss"], 4) for r in result.log]
     predicted = [m for m in messages if m.startswith("sts predict dev: ")]
     assert predicted and predicted[-1].startswith("sts predict dev: 4/4 pairs (100%")
+
+
+def test_word2vec_logs_epochs(monkeypatch, caplog):
+    """The w2v families' vectors (~30 s on the demo corpus) report each epoch here (`LOG_EVERY_S` = 0)."""
+    from models.word2vec import Word2VecConfig, train_word2vec
+
+    monkeypatch.setattr(storage.progress, "LOG_EVERY_S", 0.0)
+    with caplog.at_level(logging.INFO, logger="models.word2vec"):
+        train_word2vec([a.split() for a, _, _ in PAIRS], Word2VecConfig(min_count=1, epochs=3))
+    lines = [r.getMessage() for r in caplog.records if r.name == "models.word2vec"]
+    assert [line.split(" (")[0] for line in lines[:3]] == [f"word2vec: {i}/3 epochs" for i in (1, 2, 3)]
+    assert "ETA" in lines[0] and lines[-1].endswith(", words=21")
