@@ -1,40 +1,15 @@
 """Averaged word vectors, cosine: the survey's word-vector family (no training loop: cosine is the score).
 
-`train_word2vec` fits skip-gram or CBOW with gensim, single-threaded with a stable hash so the same
-sentences give the same vectors in every process.
+The vectors are GloVe's or word2vec's trained here (`models/word2vec.py`).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch import nn
-
-
-def _stable_hash(text: str) -> int:
-    """gensim seeds each word's first vector with `hashfxn(word + seed)`; Python's `hash` is salted."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-def train_word2vec(
-    sentences: list[list[str]],
-    sg: int,
-    dim: int = 100,
-    window: int = 5,
-    min_count: int = 1,
-    epochs: int = 10,
-    seed: int = 0,
-) -> tuple[np.ndarray, dict[str, int]]:
-    from gensim.models import Word2Vec
-
-    model = Word2Vec(
-        sentences, vector_size=dim, window=window, min_count=min_count, sg=sg, epochs=epochs, seed=seed,
-        workers=1, hashfxn=_stable_hash,
-    )  # fmt: skip
-    return model.wv.vectors.copy(), {w: i for i, w in enumerate(model.wv.index_to_key)}
 
 
 class WordVectorScorer(nn.Module):

@@ -27,7 +27,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -47,6 +47,7 @@ from models.pair_data import (
     distinct_doc_batches,
     heldout_pairs,
 )
+from models.schedule import get_lr
 from models.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
 from models.trainer_process import run_lock, watch_parent
 from storage.atomic import atomic_path, atomic_write_text
@@ -76,7 +77,7 @@ class TrainConfig:
     dropout: float = 0.1
     max_steps: int = 1000
     lr: float = 1e-4
-    schedule: str = "constant"  # constant with warmup (the paper) or cosine
+    schedule: str = "constant"  # constant with warmup (the paper) or cosine (models.schedule.get_lr)
     warmup_steps: int = 100
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -169,16 +170,6 @@ def check_throughput_options(cfg: TrainConfig, device: torch.device) -> None:
         raise ValueError(
             "attention 'flex' trains on a GPU only (torch has no FlexAttention backward on the CPU); use sdpa"
         )
-
-
-def get_lr(step: int, cfg: TrainConfig) -> float:
-    """LR multiplier: linear warmup, then constant or cosine down to `min_lr_ratio`."""
-    if step < cfg.warmup_steps:
-        return (step + 1) / cfg.warmup_steps
-    if cfg.schedule == "constant":
-        return 1.0
-    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
-    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
 def gather(obj: Any, world: int) -> list[Any]:
@@ -370,13 +361,9 @@ def _question_eval_pair(model, batch):
     return q, model.embed(batch["kw_input_ids"], batch["kw_attention_mask"])
 
 
-def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
-    """TFCSG and SimCSE: a pretrained encoder on questions and their keyword sequences (models.tfcsg)."""
-    from transformers import AutoTokenizer
-
-    from models.export import export_encoder
-    from models.question_data import QuestionConfig, QuestionData, QuestionStream
-    from models.tfcsg import TfcsgLoss, TfcsgModel, parse_losses
+def check_question_options(cfg: TrainConfig) -> tuple[str, ...]:
+    """The losses of a `tfcsg` / `simcse` run, after the checks that make a bad config one line."""
+    from models.tfcsg import parse_losses
 
     if not cfg.init_from:
         raise ValueError(f"method {cfg.method!r} fine-tunes a pretrained encoder: set init_from to its folder")
@@ -385,13 +372,29 @@ def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: boo
     losses = parse_losses(cfg.losses)
     if cfg.method == "simcse" and losses != ("cl",):
         raise ValueError(f"simcse trains the `cl` loss alone, not {cfg.losses!r} (use method tfcsg)")
-    tok_dir = out / "tokenizer"
+    return losses
+
+
+def question_tokenizer(init_from: str, tok_dir: Path, rank: int, ddp: bool) -> Any:
+    """The warm-start folder's tokenizer, saved once into the run folder (rank 0) and loaded from there."""
+    from transformers import AutoTokenizer
+
     if rank == 0 and not (tok_dir / "tokenizer_config.json").exists():
         with atomic_path(tok_dir) as tmp:
-            AutoTokenizer.from_pretrained(cfg.init_from).save_pretrained(str(tmp))
+            AutoTokenizer.from_pretrained(init_from).save_pretrained(str(tmp))
     if ddp:
         dist.barrier()
-    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    return AutoTokenizer.from_pretrained(str(tok_dir))
+
+
+def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
+    """TFCSG and SimCSE: a pretrained encoder on questions and their keyword sequences (models.tfcsg)."""
+    from models.export import export_encoder
+    from models.question_data import QuestionConfig, QuestionData, QuestionStream
+    from models.tfcsg import TfcsgLoss, TfcsgModel
+
+    losses = check_question_options(cfg)
+    tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
     qcfg = QuestionConfig(
         source=cfg.questions,
         text_field=cfg.text_field,
@@ -468,6 +471,84 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def _train(cfg: TrainConfig) -> dict[str, Any]:
+    ranks = init_ranks(cfg)
+    use_bf16 = ranks.device.type == "cuda" and cfg.dtype in ("auto", "bf16")
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    watch_parent()
+
+    if cfg.method not in METHODS:
+        raise ValueError(f"unknown method {cfg.method!r}; choose from {sorted(METHODS)}")
+    check_throughput_options(cfg, ranks.device)
+    resume = latest_checkpoint(out / "checkpoints")
+    ckpt = load_checkpoint(resume) if resume else None
+    recipe = METHODS[cfg.method](cfg, out, ranks.rank, ranks.world, ranks.ddp, load_weights=ckpt is None)
+    model = recipe.model
+    if cfg.epochs > 0:
+        cfg = dataclasses.replace(cfg, max_steps=recipe.stream.steps_for(cfg.epochs))
+        if ranks.master:
+            print(f"{cfg.epochs:g} epochs = {cfg.max_steps} steps", flush=True)
+    if ckpt:
+        model.load_state_dict(ckpt["model"])
+    model.to(ranks.device)
+    optimizer, scheduler = build_optimizer(model, cfg, ranks.device)
+    run = Run(cfg, ranks, out, recipe, optimizer, scheduler)
+    if ckpt:
+        restore(run, ckpt, resume.name)
+    else:
+        torch.manual_seed(cfg.seed + ranks.rank)  # dropout differs per rank
+    del ckpt
+    runner = loss_runner(recipe, cfg, ranks)
+    stop = stop_on_signals()
+
+    if ranks.master and recipe.eval_batches and run.step == 0:  # where it starts: chance, or the init's skill
+        row = {"step": 0, **evaluate(model, recipe.eval_batches, ranks.device, cfg, recipe.eval_pair)}
+        run.metrics.append(row)
+        print(f"step 0 heldout_acc {row['heldout_acc']:.4g} heldout_cl {row['heldout_cl']:.4g}", flush=True)
+    model.train()
+    t0, tokens, last_saved, saved_at = time.time(), 0, run.step, time.time()
+    started = (t0, run.step)  # the measured step rate (this process, evaluations included) gives the ETA
+    while run.step < cfg.max_steps and not stop["flag"]:
+        done = train_step(run, runner, autocast)
+        tokens += done.tokens
+        eval_now = bool(cfg.eval_every) and (run.step % cfg.eval_every == 0 or run.step == cfg.max_steps)
+        if run.step % cfg.log_every == 0 or run.step == cfg.max_steps or eval_now:
+            log_row(run, done, tokens, time.time() - t0, eval_now, started)
+            t0, tokens = time.time(), 0
+        if cfg.stop_at_step and run.step == cfg.stop_at_step:
+            return {"stopped_at": run.step}
+        if checkpoint_due(run, stop, saved_at):
+            save_run(run)
+            last_saved, saved_at = run.step, time.time()
+    if last_saved != run.step:
+        save_run(run)
+    if stop["flag"] and ranks.master and run.step < cfg.max_steps:
+        print(f"stopped at step {run.step} by a signal; checkpoint saved, rerun to resume", flush=True)
+    summary = finish(run)
+    if ranks.ddp:
+        dist.barrier()
+        dist.destroy_process_group()
+    return summary
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where this process trains: rank `rank` of `world` (torchrun's environment; 0 of 1 without it)."""
+
+    ddp: bool
+    rank: int
+    world: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def master(self) -> bool:
+        return self.rank == 0
+
+
+def init_ranks(cfg: TrainConfig) -> Ranks:
+    """Join the process group under torchrun (NCCL on GPUs, else gloo), pick this rank's device and threads."""
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if ddp:
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
@@ -479,28 +560,13 @@ def _train(cfg: TrainConfig) -> dict[str, Any]:
         torch.backends.cuda.matmul.allow_tf32 = True
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    use_bf16 = device.type == "cuda" and cfg.dtype in ("auto", "bf16")
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
-    out = Path(cfg.out_dir)
-    ckpt_dir = out / "checkpoints"
-    out.mkdir(parents=True, exist_ok=True)
-    master = rank == 0
-    watch_parent()
+    return Ranks(ddp, rank, world, local_rank, device)
 
-    if cfg.method not in METHODS:
-        raise ValueError(f"unknown method {cfg.method!r}; choose from {sorted(METHODS)}")
-    check_throughput_options(cfg, device)
-    resume = latest_checkpoint(ckpt_dir)
-    ckpt = load_checkpoint(resume) if resume else None
-    recipe = METHODS[cfg.method](cfg, out, rank, world, ddp, load_weights=ckpt is None)
-    model = recipe.model
-    if cfg.epochs > 0:
-        cfg = dataclasses.replace(cfg, max_steps=recipe.stream.steps_for(cfg.epochs))
-        if master:
-            print(f"{cfg.epochs:g} epochs = {cfg.max_steps} steps", flush=True)
-    if ckpt:
-        model.load_state_dict(ckpt["model"])
-    model.to(device)
+
+def build_optimizer(
+    model: torch.nn.Module, cfg: TrainConfig, device: torch.device
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW with weight decay on matrices only, and `get_lr`'s schedule as a multiplier of `cfg.lr`."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW(
@@ -509,165 +575,202 @@ def _train(cfg: TrainConfig) -> dict[str, Any]:
         betas=(0.9, 0.999),
         fused=device.type == "cuda",
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: get_lr(s, cfg))
-    stream = recipe.stream
-    step, metrics = 0, []
-    window: dict[str, Any] = {"sum": None, "n": 0}  # per-step stats summed since the last log row
-    if ckpt:
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scheduler.load_state_dict(ckpt["scheduler"])
-        step, metrics = ckpt["step"], ckpt["metrics"]
-        if ckpt["world_size"] == world:
-            window = ckpt["window"][rank]
-            stream.load_state_dict(ckpt["data"][rank])
-            set_rng_state(ckpt["rng"][rank])
-        elif master:
-            print(f"resuming {world} ranks from {ckpt['world_size']}: data streams restart at their seeds")
-        if master:
-            print(f"resumed from {resume.name} at step {step}")
-    else:
-        torch.manual_seed(cfg.seed + rank)  # dropout differs per rank
-    del ckpt
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: get_lr(s, cfg.max_steps, cfg.warmup_steps, cfg.schedule, min_ratio=cfg.min_lr_ratio)
+    )
+    return optimizer, scheduler
 
+
+@dataclass
+class Run:
+    """One run between steps: what a checkpoint saves (model, optimizer, schedule, step, metrics, the
+    window of per-step stats not yet logged) and where it goes."""
+
+    cfg: TrainConfig
+    ranks: Ranks
+    out: Path
+    recipe: Recipe
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    step: int = 0
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    window: dict[str, Any] = field(default_factory=lambda: {"sum": None, "n": 0})  # stats summed since the last row
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.recipe.model
+
+
+def restore(run: Run, ckpt: dict[str, Any], name: str) -> None:
+    """Continue from checkpoint `ckpt`: optimizer, schedule, step and metrics; with the same number of ranks
+    also each rank's data position, RNG state and unlogged window (else the data streams restart)."""
+    master = run.ranks.master
+    run.optimizer.load_state_dict(ckpt["optimizer"])
+    run.scheduler.load_state_dict(ckpt["scheduler"])
+    run.step, run.metrics = ckpt["step"], ckpt["metrics"]
+    if ckpt["world_size"] == run.ranks.world:
+        run.window = ckpt["window"][run.ranks.rank]
+        run.recipe.stream.load_state_dict(ckpt["data"][run.ranks.rank])
+        set_rng_state(ckpt["rng"][run.ranks.rank])
+    elif master:
+        print(f"resuming {run.ranks.world} ranks from {ckpt['world_size']}: data streams restart at their seeds")
+    if master:
+        print(f"resumed from {name} at step {run.step}")
+
+
+def loss_runner(recipe: Recipe, cfg: TrainConfig, ranks: Ranks) -> torch.nn.Module:
+    """What a step calls on a batch: the recipe's loss (GUR's is built here, around the compiled model),
+    wrapped in DDP across ranks."""
+    model = recipe.model
     if recipe.loss is None:
         recipe.loss = GurLoss(
             torch.compile(model) if cfg.compile else model, cfg.objective, cfg.alpha, cfg.temperature
         )
     elif cfg.compile:
         recipe.loss.model = torch.compile(model)
-    loss_module = recipe.loss
-    runner = (
-        torch.nn.parallel.DistributedDataParallel(
-            loss_module,
-            device_ids=[local_rank] if device.type == "cuda" else None,
-            find_unused_parameters=recipe.find_unused,
-        )
-        if ddp
-        else loss_module
+    if not ranks.ddp:
+        return recipe.loss
+    return torch.nn.parallel.DistributedDataParallel(
+        recipe.loss,
+        device_ids=[ranks.local_rank] if ranks.device.type == "cuda" else None,
+        find_unused_parameters=recipe.find_unused,
     )
-    eval_batches = recipe.eval_batches
 
-    # SIGTERM (a scheduler, `kill`) and SIGINT (Ctrl-C) finish the step, save a checkpoint, exit.
+
+def stop_on_signals() -> dict[str, bool]:
+    """SIGTERM (a scheduler, `kill`) and SIGINT (Ctrl-C) set the flag: the loop finishes the step, saves a
+    checkpoint and exits."""
     stop = {"flag": False}
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.update(flag=True))
+    return stop
 
-    def checkpoint() -> None:
-        data = gather(stream.state_dict(), world)
-        rngs = gather(rng_state(), world)
-        windows = gather({"sum": None if window["sum"] is None else window["sum"].cpu(), "n": window["n"]}, world)
-        if master:
-            state = {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "step": step,
-                "data": data,
-                "rng": rngs,
-                "metrics": metrics,
-                "window": windows,
-                "world_size": world,
-                "config": dataclasses.asdict(cfg),
-                "model_config": recipe.model_config,
-            }
-            save_checkpoint(ckpt_dir, state, cfg.keep_checkpoints)
-            if recipe.samples is not None:
-                with (out / "samples.jsonl").open("a") as f:
-                    for row in recipe.samples(model):
-                        f.write(json.dumps({"step": step, **row}, ensure_ascii=False) + "\n")
 
-    if master and eval_batches and step == 0:  # where it starts: chance from scratch, the init's skill when warm
-        row = {"step": 0, **evaluate(model, eval_batches, device, cfg, recipe.eval_pair)}
-        metrics.append(row)
-        print(f"step 0 heldout_acc {row['heldout_acc']:.4g} heldout_cl {row['heldout_cl']:.4g}", flush=True)
-    model.train()
-    t0, tokens, last_saved, saved_at = time.time(), 0, step, time.time()
-    run_t0, run_step0 = t0, step  # the measured step rate (this process, evaluations included) gives the ETA
-    while step < cfg.max_steps and not stop["flag"]:
-        parts_sum: dict[str, torch.Tensor] = {}
-        loss_sum = torch.zeros((), device=device)
-        for micro in range(cfg.grad_accum):
-            _, batch = stream.next_batch()
-            tokens += count_tokens(batch)
-            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-            sync = micro == cfg.grad_accum - 1
-            with runner.no_sync() if ddp and not sync else nullcontext(), autocast:
-                loss, parts = runner(batch)
-            (loss / cfg.grad_accum).backward()
-            loss_sum += loss.detach() / cfg.grad_accum
-            for k, v in parts.items():
-                parts_sum[k] = parts_sum.get(k, 0) + v.detach().float().to(device) / cfg.grad_accum
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        lr = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
+class StepDone(NamedTuple):
+    lr: float  # the rate this step used
+    tokens: int  # tokens in this rank's batches
+    parts: list[str]  # names of the loss parts, in the order of the window's stats after the loss
 
-        stats = torch.stack([loss_sum, *parts_sum.values()]).to(device)  # (1 + parts,) this step, this rank
-        window["sum"] = stats if window["sum"] is None else window["sum"].to(device) + stats
-        window["n"] += 1
-        eval_now = bool(cfg.eval_every) and (step % cfg.eval_every == 0 or step == cfg.max_steps)
-        if step % cfg.log_every == 0 or step == cfg.max_steps or eval_now:
-            stats = window["sum"] / window["n"]  # mean over the steps since the last row
-            window.update(sum=None, n=0)
-            if ddp:
-                dist.all_reduce(stats, op=dist.ReduceOp.AVG)
-            elapsed = time.time() - t0
-            n_tokens = sum(gather(tokens, world))
-            row = {"step": step, "lr": lr, "loss": float(stats[0]), "tokens_per_s": n_tokens / max(elapsed, 1e-9)}
-            row.update({part_name(k): float(v) for k, v in zip(parts_sum, stats[1:], strict=True)})
-            if eval_now and master and eval_batches:
-                row.update(evaluate(model, eval_batches, device, cfg, recipe.eval_pair))
-            metrics.append(row)
-            if master:
-                line = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
-                eta = eta_seconds(step - run_step0, cfg.max_steps - run_step0, time.time() - run_t0)
-                if eta is not None and step < cfg.max_steps:
-                    line += f" eta {format_duration(eta)}"
-                print(line, flush=True)
-            t0, tokens = time.time(), 0
-        if cfg.stop_at_step and step == cfg.stop_at_step:
-            return {"stopped_at": step}
-        # A checkpoint every ckpt_every steps, and after ckpt_every_s seconds without one (so an
-        # early kill of a slow run still leaves something to resume from).
-        time_due = bool(cfg.ckpt_every_s) and time.time() - saved_at >= cfg.ckpt_every_s
-        if ddp:
-            if step % cfg.log_every == 0:
-                # Ranks agree on stopping and on saving after the same step (or the others would
-                # wait in a collective forever); only every log_every steps, since `.item()` waits.
-                flags = torch.tensor([float(stop["flag"]), float(time_due)], device=device)
-                dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-                stop["flag"], time_due = bool(flags[0].item()), bool(flags[1].item())
-            else:
-                time_due = False
-        if step % cfg.ckpt_every == 0 or time_due:
-            checkpoint()
-            last_saved, saved_at = step, time.time()
-    if last_saved != step:
-        checkpoint()
-    if stop["flag"] and master and step < cfg.max_steps:
-        print(f"stopped at step {step} by a signal; checkpoint saved, rerun to resume", flush=True)
-    summary: dict[str, Any] = {"step": step, "complete": step >= cfg.max_steps}
-    if master and summary["complete"]:
-        write_reports(out, metrics)
+
+def train_step(run: Run, runner: torch.nn.Module, autocast: Any) -> StepDone:
+    """One optimizer step over `grad_accum` micro-batches; adds the step's mean loss and parts to the window."""
+    cfg, device, ddp = run.cfg, run.ranks.device, run.ranks.ddp
+    parts_sum: dict[str, torch.Tensor] = {}
+    loss_sum = torch.zeros((), device=device)
+    tokens = 0
+    for micro in range(cfg.grad_accum):
+        _, batch = run.recipe.stream.next_batch()
+        tokens += count_tokens(batch)
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        sync = micro == cfg.grad_accum - 1
+        with runner.no_sync() if ddp and not sync else nullcontext(), autocast:
+            loss, parts = runner(batch)
+        (loss / cfg.grad_accum).backward()
+        loss_sum += loss.detach() / cfg.grad_accum
+        for k, v in parts.items():
+            parts_sum[k] = parts_sum.get(k, 0) + v.detach().float().to(device) / cfg.grad_accum
+    if cfg.grad_clip:
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+    lr = run.optimizer.param_groups[0]["lr"]
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    run.step += 1
+    stats = torch.stack([loss_sum, *parts_sum.values()]).to(device)  # (1 + parts,) this step, this rank
+    window = run.window
+    window["sum"] = stats if window["sum"] is None else window["sum"].to(device) + stats
+    window["n"] += 1
+    return StepDone(lr, tokens, list(parts_sum))
+
+
+def log_row(run: Run, done: StepDone, tokens: int, elapsed: float, eval_now: bool, started: tuple[float, int]) -> None:
+    """Append a metrics row (the window's means over ranks, tokens/s since the last row, held-out metrics
+    when `eval_now`) and print it on rank 0 with the ETA at the step rate since `started` (time, step)."""
+    cfg, ranks = run.cfg, run.ranks
+    stats = run.window["sum"] / run.window["n"]  # mean over the steps since the last row
+    run.window.update(sum=None, n=0)
+    if ranks.ddp:
+        dist.all_reduce(stats, op=dist.ReduceOp.AVG)
+    n_tokens = sum(gather(tokens, ranks.world))
+    row = {"step": run.step, "lr": done.lr, "loss": float(stats[0]), "tokens_per_s": n_tokens / max(elapsed, 1e-9)}
+    row.update({part_name(k): float(v) for k, v in zip(done.parts, stats[1:], strict=True)})
+    recipe = run.recipe
+    if eval_now and ranks.master and recipe.eval_batches:
+        row.update(evaluate(run.model, recipe.eval_batches, ranks.device, cfg, recipe.eval_pair))
+    run.metrics.append(row)
+    if ranks.master:
+        line = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
+        eta = eta_seconds(run.step - started[1], cfg.max_steps - started[1], time.time() - started[0])
+        if eta is not None and run.step < cfg.max_steps:
+            line += f" eta {format_duration(eta)}"
+        print(line, flush=True)
+
+
+def checkpoint_due(run: Run, stop: dict[str, bool], saved_at: float) -> bool:
+    """A checkpoint every `ckpt_every` steps, and after `ckpt_every_s` seconds without one (so an early kill of
+    a slow run still leaves something to resume from). Under DDP the ranks agree on it and on `stop`."""
+    cfg, step = run.cfg, run.step
+    time_due = bool(cfg.ckpt_every_s) and time.time() - saved_at >= cfg.ckpt_every_s
+    if run.ranks.ddp:
+        if step % cfg.log_every == 0:
+            # Ranks agree on stopping and on saving after the same step (or the others would
+            # wait in a collective forever); only every log_every steps, since `.item()` waits.
+            flags = torch.tensor([float(stop["flag"]), float(time_due)], device=run.ranks.device)
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+            stop["flag"], time_due = bool(flags[0].item()), bool(flags[1].item())
+        else:
+            time_due = False
+    return step % cfg.ckpt_every == 0 or time_due
+
+
+def save_run(run: Run) -> None:
+    """A checkpoint of the run (every rank sends its data position, RNG state and window; rank 0 writes),
+    and the recipe's samples at this step."""
+    world, window = run.ranks.world, run.window
+    data = gather(run.recipe.stream.state_dict(), world)
+    rngs = gather(rng_state(), world)
+    windows = gather({"sum": None if window["sum"] is None else window["sum"].cpu(), "n": window["n"]}, world)
+    if not run.ranks.master:
+        return
+    state = {
+        "model": run.model.state_dict(),
+        "optimizer": run.optimizer.state_dict(),
+        "scheduler": run.scheduler.state_dict(),
+        "step": run.step,
+        "data": data,
+        "rng": rngs,
+        "metrics": run.metrics,
+        "window": windows,
+        "world_size": world,
+        "config": dataclasses.asdict(run.cfg),
+        "model_config": run.recipe.model_config,
+    }
+    save_checkpoint(run.out / "checkpoints", state, run.cfg.keep_checkpoints)
+    if run.recipe.samples is not None:
+        with (run.out / "samples.jsonl").open("a") as f:
+            for row in run.recipe.samples(run.model):
+                f.write(json.dumps({"step": run.step, **row}, ensure_ascii=False) + "\n")
+
+
+def finish(run: Run) -> dict[str, Any]:
+    """The run's summary; when complete, rank 0 writes the reports, the export and `summary.json` (last)."""
+    cfg, metrics = run.cfg, run.metrics
+    summary: dict[str, Any] = {"step": run.step, "complete": run.step >= cfg.max_steps}
+    if run.ranks.master and summary["complete"]:
+        write_reports(run.out, metrics)
         if cfg.export:
-            recipe.export(model, out / "export")
+            run.recipe.export(run.model, run.out / "export")
         evals = [r for r in metrics if "heldout_acc" in r]
         summary.update(
             final=metrics[-1] if metrics else {},
             heldout_acc=[(r["step"], r["heldout_acc"]) for r in evals],
             chance=1 / cfg.eval_batch,
-            params=model.num_params(),
+            params=run.model.num_params(),
             export="export" if cfg.export else None,
             max_steps=cfg.max_steps,
-            **recipe.info,
+            **run.recipe.info,
         )
-        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
-    if ddp:
-        dist.barrier()
-        dist.destroy_process_group()
+        atomic_write_text(run.out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 

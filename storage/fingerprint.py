@@ -68,6 +68,12 @@ def content_signature(path: str | os.PathLike) -> list[list[Any]]:
     return out
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 hex digest of one file's bytes: the STS units' data key (their files are small, and the same
+    data under another path is the same unit). One string, where `content_signature` lists a folder's files."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def _files(path: str | os.PathLike) -> list[tuple[str, Path]]:
     """(relative name, path) of a file, or of every file under a folder, sorted."""
     base = Path(path)

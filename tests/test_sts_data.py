@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from models.sts_train import StsTrainConfig, get_lr, train_order
+from models.schedule import get_lr
+from models.sts_train import StsTrainConfig, train_order
 from tasks.sts.data import StsPairs, average_ranks, read_sts_csv, split_holdout, sts_metrics
 
 
@@ -72,7 +73,7 @@ def test_metrics_hand_example():
 
 def test_schedule_and_batches():
     config = StsTrainConfig(lr=1.0, warmup=0.1, schedule="linear", batch_size=4, epochs=2)
-    lrs = [get_lr(s, 100, config) for s in range(100)]
+    lrs = [get_lr(s, 100, int(config.warmup * 100), config.schedule, config.lr) for s in range(100)]  # as the loop
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)  # 10 warmup steps
     assert lrs[10] == pytest.approx(1.0) and lrs[99] == pytest.approx(1 / 90)
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:], strict=False))

@@ -21,8 +21,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from train_shards import write_demo_shards  # noqa: E402
 
 from models.pair_data import DataConfig, PairStream, heldout_pairs, is_heldout  # noqa: E402
+from models.schedule import get_lr  # noqa: E402
 from models.tokenizer import train_wordpiece  # noqa: E402
-from models.train_loop import TrainConfig, get_lr, train  # noqa: E402
+from models.train_loop import TrainConfig, train  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 
@@ -102,9 +103,13 @@ def _all_pairs(shards: Path, bucket: str) -> list[tuple[str, str, str]]:
 
 def test_lr_schedule():
     cfg = TrainConfig(out_dir="", shards="", max_steps=100, warmup_steps=10, schedule="cosine", min_lr_ratio=0.1)
-    assert get_lr(0, cfg) == pytest.approx(0.1) and get_lr(9, cfg) == pytest.approx(1.0)
-    assert get_lr(55, cfg) == pytest.approx(0.55) and get_lr(100, cfg) == pytest.approx(0.1)
-    assert get_lr(50, dataclasses.replace(cfg, schedule="constant")) == 1.0
+
+    def lr(step: int, cfg: TrainConfig) -> float:  # the multiplier `gur train` gives its LambdaLR
+        return get_lr(step, cfg.max_steps, cfg.warmup_steps, cfg.schedule, min_ratio=cfg.min_lr_ratio)
+
+    assert lr(0, cfg) == pytest.approx(0.1) and lr(9, cfg) == pytest.approx(1.0)
+    assert lr(55, cfg) == pytest.approx(0.55) and lr(100, cfg) == pytest.approx(0.1)
+    assert lr(50, dataclasses.replace(cfg, schedule="constant")) == 1.0
 
 
 def test_interrupted_run_resumes_with_the_same_losses(shards, tmp_path, capsys):

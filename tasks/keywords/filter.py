@@ -300,24 +300,44 @@ def mine_keywords_table(
     docs = [[t.norm for t in tokens[i]] for i in fitted]
     tokenize_s = time.perf_counter() - started
 
-    sweep_rows: list[dict[str, Any]] = []
-    k = config.k
-    if config.ks and docs:
-        sweep_rows = sweep_k(
-            docs,
-            None,
-            config.ks,
-            config.seeds,
-            alpha=config.alpha,
-            beta=config.beta,
-            n_iters=config.n_iters,
-            top_n=config.top_n,
-            backend=config.backend,
-            repeated_tokens=config.repeated_tokens,
-        )
-        _, k = summarize_sweep(sweep_rows, config.coherence_metric)
+    k, sweep_rows = choose_k(docs, config)
     sweep_s = time.perf_counter() - started - tokenize_s
+    model = fit_gsdmm(docs, k, config)
+    fit_s = time.perf_counter() - started - tokenize_s - sweep_s
 
+    topics = TopicFilter.of(model, config)
+    coherence = model_coherence(model, docs, config.top_n) if docs else {m: {} for m in MEASURES}
+    labels = dict(zip(fitted, model.labels_.tolist() if model.labels_ is not None else [], strict=True))
+    rows = [row_keywords(texts[i], toks, labels.get(i), topics, config) for i, toks in enumerate(tokens)]
+
+    keywords = keywords_table(table, rows)
+    topics_out = topics_table(model, topics, coherence, config)
+    stats = keywords_stats(model, topics, coherence, rows, len(fitted), k, bool(sweep_rows), config)
+    stats["seconds"] = {"tokenize": tokenize_s, "sweep": sweep_s, "fit": fit_s, "total": time.perf_counter() - started}
+    return keywords, topics_out, stats, sweep_rows
+
+
+def choose_k(docs: list[list[str]], config: KeywordsConfig) -> tuple[int, list[dict[str, Any]]]:
+    """(K to fit, the sweep's rows): `config.k` with no sweep, else the K with the best mean coherence."""
+    if not (config.ks and docs):
+        return config.k, []
+    sweep_rows = sweep_k(
+        docs,
+        None,
+        config.ks,
+        config.seeds,
+        alpha=config.alpha,
+        beta=config.beta,
+        n_iters=config.n_iters,
+        top_n=config.top_n,
+        backend=config.backend,
+        repeated_tokens=config.repeated_tokens,
+    )
+    return summarize_sweep(sweep_rows, config.coherence_metric)[1], sweep_rows
+
+
+def fit_gsdmm(docs: list[list[str]], k: int, config: KeywordsConfig) -> MovieGroupProcess:
+    """The final GSDMM fit, seeded with `config.seed`."""
     model = MovieGroupProcess(
         K=k,
         alpha=config.alpha,
@@ -328,94 +348,140 @@ def mine_keywords_table(
         repeated_tokens=config.repeated_tokens,
     )
     model.fit(docs)
-    fit_s = time.perf_counter() - started - tokenize_s - sweep_s
+    return model
 
-    sizes = np.asarray(model.cluster_doc_count)
-    populated = sorted(np.flatnonzero(sizes).tolist(), key=lambda z: (-sizes[z], z))
-    new_id = {z: i for i, z in enumerate(populated)}
-    coherence = model_coherence(model, docs, config.top_n) if docs else {m: {} for m in MEASURES}
-    thresholds = {
-        z: topic_threshold(int(sizes[z]), config.threshold, config.t, config.tau, config.t_min) for z in populated
-    }
-    distribution = model.cluster_word_distribution
-    word_totals: dict[str, int] = {}
-    for dist in distribution:
-        for w, c in dist.items():
-            word_totals[w] = word_totals.get(w, 0) + c
-    topic_totals = model.cluster_word_count
-    grand_total = int(sum(topic_totals))
 
-    topic_col: list[int | None] = [None] * len(texts)
-    keywords_col: list[list[str]] = []
-    fallback_col: list[bool] = []
-    counts = {"fallback_lift": 0, "fallback_raw": 0, "empty": 0}
-    labels = dict(zip(fitted, model.labels_.tolist() if model.labels_ is not None else [], strict=True))
-    for i, toks in enumerate(tokens):
-        z = labels.get(i)
-        if z is None:
-            raw = _first_occurrences(tokenize(texts[i], keep_stopwords=True))
-            words = [t.surface for t in raw] or ([texts[i].strip()] if texts[i] and texts[i].strip() else [])
-            counts["fallback_raw" if words else "empty"] += 1
-            keywords_col.append(words)
-            fallback_col.append(True)
-            continue
-        topic_col[i] = new_id[z]
-        words = filter_keywords(toks, distribution[z], thresholds[z])
-        fallback = not words
-        if fallback:
-            words = lift_keywords(
-                toks, distribution[z], topic_totals[z], word_totals, grand_total, config.fallback_words
-            )
-            counts["fallback_lift"] += 1
-        keywords_col.append(words)
-        fallback_col.append(fallback)
+@dataclass(frozen=True)
+class TopicFilter:
+    """What the GSDMM-Filter needs of a fitted model: each populated topic's threshold and word counts."""
 
-    keywords = pa.table(
+    sizes: np.ndarray  # (K,) questions per GSDMM cluster
+    populated: list[int]  # cluster ids with questions, largest first (ties: lower id)
+    new_id: dict[int, int]  # cluster id -> output topic id (its rank in `populated`)
+    thresholds: dict[int, float]  # cluster id -> the count a word must exceed
+    distribution: list[dict[str, int]]  # n_z^w per cluster
+    topic_totals: list[int]  # n_z per cluster
+    word_totals: dict[str, int]  # n^w over all clusters
+    grand_total: int  # n
+
+    @classmethod
+    def of(cls, model: MovieGroupProcess, config: KeywordsConfig) -> TopicFilter:
+        sizes = np.asarray(model.cluster_doc_count)
+        populated = sorted(np.flatnonzero(sizes).tolist(), key=lambda z: (-sizes[z], z))
+        thresholds = {
+            z: topic_threshold(int(sizes[z]), config.threshold, config.t, config.tau, config.t_min) for z in populated
+        }
+        distribution = model.cluster_word_distribution
+        word_totals: dict[str, int] = {}
+        for dist in distribution:
+            for w, c in dist.items():
+                word_totals[w] = word_totals.get(w, 0) + c
+        topic_totals = model.cluster_word_count
+        return cls(
+            sizes=sizes,
+            populated=populated,
+            new_id={z: i for i, z in enumerate(populated)},
+            thresholds=thresholds,
+            distribution=distribution,
+            topic_totals=topic_totals,
+            word_totals=word_totals,
+            grand_total=int(sum(topic_totals)),
+        )
+
+
+class RowKeywords(NamedTuple):
+    topic: int | None  # output topic id; None for a row that was not fitted
+    words: list[str]
+    fallback: bool
+    kind: str  # "filter", or the fallback counted in stats: "fallback_lift", "fallback_raw", "empty"
+
+
+def row_keywords(
+    text: str | None, tokens: list[Token], z: int | None, topics: TopicFilter, config: KeywordsConfig
+) -> RowKeywords:
+    """One row's keywords: the GSDMM-Filter of its topic `z`, else its top-lift words; a row that was not
+    fitted (`z` None: no content word) keeps its raw words, stopwords included, or its stripped text."""
+    if z is None:
+        raw = _first_occurrences(tokenize(text, keep_stopwords=True))
+        words = [t.surface for t in raw] or ([text.strip()] if text and text.strip() else [])
+        return RowKeywords(None, words, True, "fallback_raw" if words else "empty")
+    words = filter_keywords(tokens, topics.distribution[z], topics.thresholds[z])
+    if words:
+        return RowKeywords(topics.new_id[z], words, False, "filter")
+    words = lift_keywords(
+        tokens, topics.distribution[z], topics.topic_totals[z], topics.word_totals, topics.grand_total,
+        config.fallback_words,
+    )  # fmt: skip
+    return RowKeywords(topics.new_id[z], words, True, "fallback_lift")
+
+
+def keywords_table(table: pa.Table, rows: list[RowKeywords]) -> pa.Table:
+    """The `keywords` table: the input's ids and text beside each row's topic, keywords and fallback flag."""
+    return pa.table(
         {
             "doc_id": table.column("doc_id").cast(pa.string()),
             "sent_id": table.column("sent_id").cast(pa.int32()),
             "text": table.column("text").cast(pa.string()),
-            "topic": pa.array(topic_col, pa.int32()),
-            "keywords": pa.array(keywords_col, pa.list_(pa.string())),
-            "fallback": pa.array(fallback_col, pa.bool_()),
+            "topic": pa.array([r.topic for r in rows], pa.int32()),
+            "keywords": pa.array([r.words for r in rows], pa.list_(pa.string())),
+            "fallback": pa.array([r.fallback for r in rows], pa.bool_()),
         },
         schema=KEYWORDS_SCHEMA,
     )
-    topics = pa.table(
+
+
+def topics_table(
+    model: MovieGroupProcess, topics: TopicFilter, coherence: dict[str, dict[int, float]], config: KeywordsConfig
+) -> pa.Table:
+    """The `topics` table: one row per populated topic, largest first."""
+    populated = topics.populated
+    return pa.table(
         {
-            "topic": pa.array([new_id[z] for z in populated], pa.int32()),
-            "size": pa.array([int(sizes[z]) for z in populated], pa.int64()),
-            "threshold": pa.array([thresholds[z] for z in populated], pa.float64()),
+            "topic": pa.array([topics.new_id[z] for z in populated], pa.int32()),
+            "size": pa.array([int(topics.sizes[z]) for z in populated], pa.int64()),
+            "threshold": pa.array([topics.thresholds[z] for z in populated], pa.float64()),
             "top_words": pa.array([model.top_words(z, config.top_n) for z in populated], pa.list_(pa.string())),
             "coherence": pa.array([coherence[config.coherence_metric][z] for z in populated], pa.float64()),
             **{m: pa.array([coherence[m][z] for z in populated], pa.float64()) for m in MEASURES},
         },
         schema=TOPICS_SCHEMA,
     )
-    n_keywords = np.array([len(w) for w in keywords_col])
-    n_rows = len(texts)
-    stats: dict[str, Any] = {
+
+
+def keywords_stats(
+    model: MovieGroupProcess,
+    topics: TopicFilter,
+    coherence: dict[str, dict[int, float]],
+    rows: list[RowKeywords],
+    n_fitted: int,
+    k: int,
+    swept: bool,
+    config: KeywordsConfig,
+) -> dict[str, Any]:
+    """The stage's counts: rows fitted and not, fallbacks by kind, keywords per row, topics and coherence."""
+    counts = {kind: sum(r.kind == kind for r in rows) for kind in ("fallback_lift", "fallback_raw", "empty")}
+    n_keywords = np.array([len(r.words) for r in rows])
+    n_rows = len(rows)
+    return {
         "code_version": KEYWORDS_CODE_VERSION,
         "tokenizer": tokenizer_fingerprint(),
         "rows": n_rows,
-        "fitted_rows": len(fitted),
-        "rows_without_content_words": n_rows - len(fitted),
+        "fitted_rows": n_fitted,
+        "rows_without_content_words": n_rows - n_fitted,
         "vocab_size": model.vocab_size,
         "k": int(k),
-        "k_source": "sweep" if sweep_rows else "config",
-        "populated_topics": len(populated),
+        "k_source": "sweep" if swept else "config",
+        "populated_topics": len(topics.populated),
         "threshold_mode": config.threshold,
         "threshold_empty": counts["fallback_lift"] + counts["fallback_raw"] + counts["empty"],
         **counts,
-        "fallback_rate": float(np.mean(fallback_col)) if n_rows else 0.0,
+        "fallback_rate": float(np.mean([r.fallback for r in rows])) if n_rows else 0.0,
         "keywords_per_row": float(n_keywords.mean()) if n_rows else 0.0,
         "rows_with_1_keyword": int(np.sum(n_keywords == 1)),
         "rows_with_2plus_keywords": int(np.sum(n_keywords >= 2)),
         "moved_last_sweep": model.history_[-1]["moved"] if model.history_ else 0,
-        "coherence_mean": {m: _mean([coherence[m][z] for z in populated]) for m in MEASURES},
-        "seconds": {"tokenize": tokenize_s, "sweep": sweep_s, "fit": fit_s, "total": time.perf_counter() - started},
+        "coherence_mean": {m: _mean([coherence[m][z] for z in topics.populated]) for m in MEASURES},
     }
-    return keywords, topics, stats, sweep_rows
 
 
 def _mean(values: list[float]) -> float | None:

@@ -324,6 +324,10 @@ def _build_index(codes, w, off, r0, n, W, hpow, limit, small, hi):
     whose pairs always involve a small sentence) only grams of small sentences
     open groups, other sentences join existing groups only, and each posting list holds its
     ``n_small[g]`` small sentences first.
+
+    One function of ~100 lines on purpose: a numba hot loop whose passes (hash each gram into the
+    open-addressing table of groups, count the postings, prefix-sum, fill the posting lists) share a
+    dozen working arrays; jitted helpers would take most of them as arguments and hide no detail.
     """
     small_side = W < hi
     total = off[r0 + n] - off[r0]

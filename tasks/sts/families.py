@@ -20,7 +20,6 @@ and the unit records the share of [UNK] tokens (where an English vocabulary fail
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -158,11 +157,6 @@ def tokenizer_for(lang: str) -> Callable[[str], list[str]]:
     return cut
 
 
-def content_signature(path: str | Path) -> str:
-    """SHA-256 of a data file (STS files are small): the same data under another path is the same unit."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 @dataclass
 class UnitResult:
     predictions: dict[str, np.ndarray]  # split name -> predictions on the [0, 1] scale
@@ -208,7 +202,9 @@ def run_family(
         notes.append(f"{len(log)} steps")
     train_s = time.perf_counter() - started
     batch = config.eval_batch if config is not None else 64
-    predictions = {split: predict(scorer, pairs.a, pairs.b, batch) for split, pairs in evals.items()}
+    predictions = {
+        split: predict(scorer, pairs.a, pairs.b, batch, f"sts predict {split}") for split, pairs in evals.items()
+    }
     return UnitResult(predictions, log, "; ".join(notes), train_s, scorer)
 
 
@@ -216,10 +212,10 @@ def _word_vectors(kind: str, train: StsPairs, tokenize, resources) -> tuple[np.n
     if kind == "glove":
         glove = resources["glove"]()
         return glove.vectors, glove.vocab
-    from models.sts_wordvec import train_word2vec
+    from models.word2vec import Word2VecConfig, train_word2vec
 
     sentences = [tokenize(t) for t in train.a + train.b] + resources["demo_sentences"]()
-    return train_word2vec([s for s in sentences if s], sg=int(kind == "sg"))
+    return train_word2vec([s for s in sentences if s], Word2VecConfig(min_count=1, sg=int(kind == "sg")))
 
 
 def _recurrent(cell: str, config: StsTrainConfig, train: StsPairs, tokenize, resources, notes: list[str]):

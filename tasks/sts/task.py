@@ -22,7 +22,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from storage.atomic import atomic_path
-from storage.fingerprint import fingerprint
+from storage.fingerprint import file_sha256, fingerprint
 from storage.layout import data_root, shard_name
 from storage.progress import current_logger
 from storage.shards import write_shard
@@ -30,7 +30,7 @@ from storage.stage_output import StageOutput, ref_dir
 from tasks.evaluate.report import METRICS_SCHEMA
 from tasks.runtime.stage_cache import STAGE_TASK
 from tasks.sts.data import read_sts_csv, split_holdout, sts_metrics
-from tasks.sts.families import FIXED, Family, config_record, content_signature, parse_family, run_family, train_config
+from tasks.sts.families import FIXED, Family, config_record, parse_family, run_family, train_config
 
 STS_CODE_VERSION = "sts-unit-v1"
 STS_REPORT_VERSION = "sts-report-v1"
@@ -144,7 +144,7 @@ def unit_identity(family: Family, files: StsFiles, seed: int, preset: str, overr
         "seed": seed,
         "preset": preset,
         "config": config_record(config),
-        "data": {name: content_signature(path) for name, path in {"train": files.train, **files.splits()}.items()},
+        "data": {name: file_sha256(path) for name, path in {"train": files.train, **files.splits()}.items()},
         **({"holdout": files.holdout} if files.holdout else {}),  # absent at 0: earlier units keep their fingerprints
     }
 
