@@ -7,7 +7,10 @@ articles (JSONL), StackOverflow titles grouped by tag into documents (TSV), STS-
 sentences grouped into documents (CSV, Parquet, plain-text files, gzip JSONL) and STS-B zh train
 sentences, from `../shared/data`; and, when `--text-folder` names one (default: the Python
 documentation's reST sources from Debian's `python3-doc`, where installed), every `.txt` file under
-it as a document. The folder starts with 60% of the documents; each
+it as a document; and `--generated` documents of random words from a 2,000-word vocabulary
+(English-like, with shared topic words, so they have pairs), which make the corpus the size of
+a real one: a night's fixed costs (Prefect, the catalog) are then no larger a share of it than
+they would be for a user. The folder starts with 60% of the documents; each
 night adds files holding about `--growth` of the folder's documents, in a new mix of formats.
 
 Per night, in one process (Prefect up once, so its start-up is in no figure): `build-pairs` on the
@@ -91,9 +94,26 @@ def folder_documents(folder: Path | None) -> list[dict]:
     ]
 
 
-def all_documents(seed: int, text_folder: Path | None = None) -> list[dict]:
+def generated_documents(n: int, seed: int) -> list[dict]:
+    """`n` documents of 8-16 sentences over a 2,000-word vocabulary, each repeating its own topic words."""
+    rng = random.Random(seed)
+    vocabulary = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 9))) for _ in range(2000)]
+    docs = []
+    for i in range(n):
+        topic = rng.choices(vocabulary, k=3)
+        sentences = []
+        for j in range(rng.randint(8, 16)):
+            words = rng.choices(vocabulary, k=rng.randint(6, 14))
+            if j % 2 == 0:
+                words[rng.randint(0, len(words)) : 0] = topic
+            sentences.append(" ".join(words).capitalize() + ".")
+        docs.append({"title": f"generated {i} {' '.join(topic)}", "text": " ".join(sentences), "lang": "en"})
+    return docs
+
+
+def all_documents(seed: int, text_folder: Path | None = None, generated: int = 0) -> list[dict]:
     docs = wiki_documents() + stackoverflow_documents() + sts_documents("en") + sts_documents("zh")
-    docs += folder_documents(text_folder)
+    docs += folder_documents(text_folder) + generated_documents(generated, seed)
     random.Random(seed).shuffle(docs)
     return docs
 
@@ -135,7 +155,7 @@ def add_files(folder: Path, night: int, docs: list[dict], files: int) -> int:
         part = docs[i * per : (i + 1) * per]
         if part:
             fmt = FORMATS[(night * 3 + i) % len(FORMATS)]
-            if fmt == "txt" and len(part) > 40:
+            if fmt == "txt" and len(part) > 200:
                 fmt = "jsonl"  # keep plain-text nights to a few dozen files
             written += len(write_file(folder, f"night{night:02d}-{i}", fmt, part))
     return written
@@ -170,6 +190,7 @@ def main() -> None:
     parser.add_argument("--start", type=float, default=0.6, help="share of the documents the folder starts with")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--generated", type=int, default=20_000, help="generated documents added to the real ones")
     parser.add_argument(
         "--text-folder",
         default=str(PYTHON_DOCS),
@@ -184,7 +205,7 @@ def main() -> None:
 
     from prefect.testing.utilities import prefect_test_harness
 
-    docs = all_documents(args.seed, Path(args.text_folder) if args.text_folder else None)
+    docs = all_documents(args.seed, Path(args.text_folder) if args.text_folder else None, args.generated)
     start = int(len(docs) * args.start)
     zh = sum(d["lang"] == "zh" for d in docs)
     print(f"{len(docs)} documents available ({zh} zh); the folder starts with {start}")

@@ -97,6 +97,7 @@ class MineKeywordsParams:
     root: str | None = setting(RunOptions, "root", **NO_OPTION)
     dask: str = setting(RunOptions, "dask", **dask_option("the K sweep's fits"))
     workers: int = setting(RunOptions, "workers", help=WORKERS_OF_DASK)
+    warm_start: bool = setting(KeywordsConfig, "warm_start")
 
 
 def keywords_config(p: MineKeywordsParams) -> KeywordsConfig:

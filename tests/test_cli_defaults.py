@@ -37,7 +37,7 @@ BUILD_PAIRS = {
 KEYWORDS = {
     **READER,
     **{name: (KeywordsConfig, name) for name in ("k", "ks", "seeds", "seed", "alpha", "beta", "n_iters")},
-    **{name: (KeywordsConfig, name) for name in ("threshold", "t", "tau", "t_min")},
+    **{name: (KeywordsConfig, name) for name in ("threshold", "t", "tau", "t_min", "warm_start")},
 }
 EVALUATE = {
     "beir_split": (SuiteConfig, "beir_split"),

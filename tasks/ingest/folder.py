@@ -40,6 +40,7 @@ from storage.stage_output import StageOutput
 from tasks.ingest.documents import REJECTS_SCHEMA, IngestConfig, write_documents
 from tasks.ingest.readers import CorpusError, CorpusFile, corpus_files, file_format, read_member
 from tasks.ingest.seen_keys import SeenKeys
+from tasks.runtime.map_shards import workers_paid_for
 
 FILE_CODE_VERSION = "ingest_file_v1"
 FOLDER_CODE_VERSION = "ingest_folder_v1"
@@ -154,9 +155,10 @@ def build_units(
     workers: int = 0,
     on_unit: Callable[[int], None] | None = None,
 ) -> None:
-    """Make every unit of `pending`, `workers` at a time in spawned processes (0: one per core; a single
-    one runs here)."""
-    workers = max(1, min(workers or os.cpu_count() or 1, len(pending)))
+    """Make every unit of `pending`, `workers` at a time in spawned processes (0: one per core), or here when
+    the files are too few or too small to pay for a pool's start-up (`workers_paid_for`)."""
+    sizes = [Path(u.path).stat().st_size for u in pending]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(pending), workers_paid_for(sizes, len(pending))))
     if workers == 1:
         for unit in pending:
             build_unit(unit, config, source, str(root))
@@ -194,11 +196,11 @@ def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: s
         counts = unit_counts(unit_dir)
         dropped = 0
         for shard in finished_shards(unit_dir):
-            table = pq.read_table(shard)
-            keep = _first_copies(table.column("doc_id").to_pylist(), seen)
+            keep = _first_copies(pq.read_table(shard, columns=["doc_id"]).column("doc_id").to_pylist(), seen)
             if all(keep):
                 link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, index)
             else:
+                table = pq.read_table(shard)
                 kept = table.filter(pa.array(keep))
                 _duplicate_rejects(table.filter(pc.invert(pa.array(keep))), source, duplicate_rows)
                 dropped += table.num_rows - kept.num_rows

@@ -246,6 +246,13 @@ class KeywordsConfig:
     coherence_metric: str = "npmi"
     tokenizer: str = TOKENIZER_VERSION
     backend: str = field(default="numba", compare=False)
+    # Warm start (a grown corpus): each row an earlier fit saw starts in that fit's topic, and the fit runs
+    # `warm_iters` sweeps (it starts near where a cold fit ends). In the fingerprint only when on (older outputs
+    # keep theirs), and the earlier fit's fingerprint is then part of it too.
+    warm_start: bool = field(
+        default=False, metadata={"help": "start from the newest earlier fit of the same corpus and settings"}
+    )
+    warm_iters: int = field(default=10, metadata={"help": "warm start: Gibbs sweeps from the earlier topics"})
 
     def __post_init__(self) -> None:
         topic_threshold(0, self.threshold, self.t, self.tau, self.t_min)
@@ -286,12 +293,14 @@ TOPICS_SCHEMA = pa.schema(
 
 
 def mine_keywords_table(
-    table: pa.Table, config: KeywordsConfig
+    table: pa.Table, config: KeywordsConfig, prior: dict[tuple[str, int], int] | None = None
 ) -> tuple[pa.Table, pa.Table, dict[str, Any], list[dict[str, Any]]]:
     """Fit GSDMM on the `text` column of a (doc_id, sent_id, text) table and filter each row's keywords.
 
     Returns (keywords, topics, stats, sweep_rows). Keywords keep the input row order; `topic` is null for
     rows without a content word (they are not fitted). Topic ids are renumbered 0.. by size, largest first.
+    `prior` (a warm start): (doc_id, sent_id) -> the topic an earlier fit gave that row; those rows start
+    there, the others at random (see `MovieGroupProcess.fit`).
     """
     started = time.perf_counter()
     texts = table.column("text").to_pylist()
@@ -302,7 +311,8 @@ def mine_keywords_table(
 
     k, sweep_rows = choose_k(docs, config)
     sweep_s = time.perf_counter() - started - tokenize_s
-    model = fit_gsdmm(docs, k, config)
+    init = starting_labels(table, fitted, prior, k) if prior else None
+    model = fit_gsdmm(docs, k, config, init)
     fit_s = time.perf_counter() - started - tokenize_s - sweep_s
 
     topics = TopicFilter.of(model, config)
@@ -314,7 +324,20 @@ def mine_keywords_table(
     topics_out = topics_table(model, topics, coherence, config)
     stats = keywords_stats(model, topics, coherence, rows, len(fitted), k, bool(sweep_rows), config)
     stats["seconds"] = {"tokenize": tokenize_s, "sweep": sweep_s, "fit": fit_s, "total": time.perf_counter() - started}
+    stats["sweeps"] = len(model.history_)
+    stats["moved_per_sweep"] = [h["moved"] for h in model.history_]
+    stats["warm_rows"] = int((init >= 0).sum()) if init is not None else 0
     return keywords, topics_out, stats, sweep_rows
+
+
+def starting_labels(
+    table: pa.Table, fitted: list[int], prior: dict[tuple[str, int], int], k: int
+) -> np.ndarray | None:
+    """Each fitted row's topic in the earlier fit, -1 where it had none; None when the earlier topics do not
+    fit this K (a different K was chosen): then the fit starts cold."""
+    doc_ids, sent_ids = table.column("doc_id").to_pylist(), table.column("sent_id").to_pylist()
+    init = np.array([prior.get((doc_ids[i], sent_ids[i]), -1) for i in fitted], dtype=np.int64)
+    return init if init.max(initial=-1) < k else None
 
 
 def choose_k(docs: list[list[str]], config: KeywordsConfig) -> tuple[int, list[dict[str, Any]]]:
@@ -336,18 +359,20 @@ def choose_k(docs: list[list[str]], config: KeywordsConfig) -> tuple[int, list[d
     return summarize_sweep(sweep_rows, config.coherence_metric)[1], sweep_rows
 
 
-def fit_gsdmm(docs: list[list[str]], k: int, config: KeywordsConfig) -> MovieGroupProcess:
-    """The final GSDMM fit, seeded with `config.seed`."""
+def fit_gsdmm(
+    docs: list[list[str]], k: int, config: KeywordsConfig, init: np.ndarray | None = None
+) -> MovieGroupProcess:
+    """The final GSDMM fit, seeded with `config.seed`; from `init` labels (a warm start) when given."""
     model = MovieGroupProcess(
         K=k,
         alpha=config.alpha,
         beta=config.beta,
-        n_iters=config.n_iters,
+        n_iters=config.n_iters if init is None else config.warm_iters,
         random_state=config.seed,
         backend=config.backend,
         repeated_tokens=config.repeated_tokens,
     )
-    model.fit(docs)
+    model.fit(docs, init_labels=init)
     return model
 
 

@@ -270,7 +270,6 @@ class MovieGroupProcess:
         docs: Sequence[Sequence[Token]],
         vocab_size: int | None = None,
         init_labels: Sequence[int] | None = None,
-        stop_moved: float = 0.0,
     ) -> list[int]:
         """Run up to `n_iters` Gibbs sweeps over `docs` (token lists) and return the final label of each.
 
@@ -278,8 +277,8 @@ class MovieGroupProcess:
         tokenizer's vocabulary size instead changes the clustering).
         `init_labels` (a warm start): each document's starting cluster, -1 for a random one (the random draw
         is made for every document either way, so the seed's stream does not depend on which were given).
-        `stop_moved`: stop after the first sweep that moves at most this share of the documents (0: run all
-        `n_iters`); `history_` records each sweep, so the sweep count and convergence are known.
+        `history_` records how many documents each sweep moved: Gibbs sampling never stops moving some, so
+        convergence shows as that count levelling off.
         """
         vocab = build_vocabulary(docs)
         if vocab_size is None:
@@ -294,11 +293,11 @@ class MovieGroupProcess:
             init_labels = np.asarray(init_labels, dtype=np.int64)
             if init_labels.shape != (enc.n_docs,) or init_labels.max(initial=-1) >= self.K:
                 raise ValueError(f"init_labels needs one label in [-1, {self.K}) per document ({enc.n_docs})")
-        self._fit_encoded(enc, init_labels, stop_moved)
+        self._fit_encoded(enc, init_labels)
         assert self.labels_ is not None
         return self.labels_.tolist()
 
-    def _fit_encoded(self, enc: EncodedDocs, init_labels: np.ndarray | None = None, stop_moved: float = 0.0) -> None:
+    def _fit_encoded(self, enc: EncodedDocs, init_labels: np.ndarray | None = None) -> None:
         K, D, V = self.K, enc.n_docs, len(self.vocabulary)  # noqa: N806
         rng = np.random.default_rng(self.random_state)
         labels = rng.integers(0, K, size=D).astype(np.int64)
@@ -344,8 +343,6 @@ class MovieGroupProcess:
                     lp,
                 )
             history.append({"iteration": it + 1, "moved": int(moved), "populated": int(np.count_nonzero(mz))})
-            if stop_moved > 0 and moved <= stop_moved * D:
-                break
         self.labels_ = labels
         self.history_ = history
         self._mz, self._nz, self._nzw = mz, nz, nzw

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from storage.fingerprint import fingerprint
-from storage.layout import TMP_DIR
+from storage.layout import MANIFEST, TMP_DIR, data_root
 from storage.progress import current_logger
 from storage.shards import finished_shards, sweep_temporaries, write_shard
-from storage.stage_output import StageOutput, ref_dir
+from storage.stage_output import StageOutput, ref_complete, ref_dir, ref_manifest
 from tasks.keywords.coherence import plot_sweep, summarize_sweep, sweep_k
 from tasks.keywords.filter import (
     KEYWORDS_CODE_VERSION,
@@ -33,10 +34,68 @@ from tasks.runtime.stage_cache import STAGE_TASK
 ROWS_PER_SHARD = 200_000
 
 
-def keywords_fingerprint(source: dict[str, str], config: KeywordsConfig) -> str:
-    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name != "backend"}
+WARM_FIELDS = ("warm_start", "warm_iters")  # hashed only when the warm start is on
+
+
+def settings_fields(config: KeywordsConfig) -> dict[str, Any]:
+    """What the fingerprint hashes of the config: every field but `backend` (and the warm start's when off)."""
+    skip = {"backend", *(WARM_FIELDS if not config.warm_start else ())}
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in skip}
     fields["tokenizer_fingerprint"] = tokenizer_fingerprint()  # jieba and stopword list versions
-    return fingerprint("keywords", KEYWORDS_CODE_VERSION, fields, [source["fingerprint"]])
+    return fields
+
+
+def keywords_fingerprint(source: dict[str, str], config: KeywordsConfig, prior: str | None = None) -> str:
+    """`prior`: the earlier fit a warm start begins from, whose topics the output depends on."""
+    upstream = [source["fingerprint"], *([prior] if prior else [])]
+    return fingerprint("keywords", KEYWORDS_CODE_VERSION, settings_fields(config), upstream)
+
+
+def prior_fit(root: Path, source: dict[str, str], config: KeywordsConfig) -> dict[str, Any] | None:
+    """The newest complete keywords output with the same settings over an earlier build of the same corpus
+    (the same input path): what a warm start begins from. None when there is none, or warm start is off."""
+    if not config.warm_start:
+        return None
+    corpus = corpus_path(root, source)
+    settings_key = fingerprint("keywords", KEYWORDS_CODE_VERSION, settings_fields(config))
+    best = None
+    for path in (root / "keywords").glob(f"*/{MANIFEST}"):
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        upstream = (manifest.get("upstream") or [{}])[0]
+        if manifest.get("settings_key") != settings_key or upstream.get("fingerprint") == source["fingerprint"]:
+            continue
+        if manifest.get("corpus") != corpus or corpus is None:
+            continue
+        if best is None or manifest.get("finished_at", 0) > best.get("finished_at", 0):
+            best = manifest
+    return best
+
+
+def corpus_path(root: Path, ref: dict[str, str]) -> str | None:
+    """The corpus file or folder an output was made from: its ingest's input path (through a split)."""
+    while ref_complete(root, ref):
+        manifest = ref_manifest(root, ref)
+        if ref["stage"] == "ingest":
+            return (manifest.get("inputs") or {}).get("path")
+        if not manifest.get("upstream"):
+            return None
+        ref = manifest["upstream"][0]
+    return None
+
+
+def prior_topics(root: Path, prior: dict[str, Any]) -> dict[tuple[str, int], int]:
+    """(doc_id, sent_id) -> topic of every row the earlier fit gave a topic."""
+    folder = root / "keywords" / prior["fingerprint"]
+    topics: dict[tuple[str, int], int] = {}
+    for shard in finished_shards(folder):
+        table = pq.read_table(shard, columns=["doc_id", "sent_id", "topic"])
+        for doc_id, sent_id, topic in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
+            if topic is not None:
+                topics[(doc_id, sent_id)] = topic
+    return topics
 
 
 def read_texts(root, source: dict[str, str]) -> pa.Table:
@@ -104,7 +163,11 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: st
     """Fit GSDMM (optionally sweeping K) and write `keywords`, `topics` and `topic_sweep` tables; with `dask`
     (a scheduler address) the sweep's fits run as mapped tasks on that cluster."""
     logger = current_logger(__name__)
-    stage = StageOutput.open(root, "keywords", keywords_fingerprint(source, config), log=logger)
+    base = data_root(root)
+    prior = prior_fit(base, source, config)
+    stage = StageOutput.open(
+        root, "keywords", keywords_fingerprint(source, config, prior and prior["fingerprint"]), log=logger
+    )
     if stage.complete:
         return stage.cached()
     out = stage.dir
@@ -114,7 +177,16 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: st
     if dask and config.ks and texts.num_rows:
         kw, topics, stats, sweep = mine_on_dask(texts, config, out / TMP_DIR, dask)
     else:
-        kw, topics, stats, sweep = mine_keywords_table(texts, config)
+        kw, topics, stats, sweep = mine_keywords_table(texts, config, prior_topics(base, prior) if prior else None)
+    if config.warm_start:
+        logger.info(
+            "keywords: %s, %d of %d rows started in their earlier topic; %d sweeps (moved: %s)",
+            f"warm start from keywords/{prior['fingerprint']}" if prior else "no earlier fit: a cold start",
+            stats.get("warm_rows", 0),
+            stats.get("fitted_rows", 0),
+            stats.get("sweeps", 0),
+            stats.get("moved_per_sweep", []),
+        )
     for i in range(max(1, -(-kw.num_rows // ROWS_PER_SHARD))):
         write_shard(out, i, kw.slice(i * ROWS_PER_SHARD, ROWS_PER_SHARD))
     write_shard(out, 0, topics, table_name="topics")
@@ -147,5 +219,16 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: st
         },
         rows={"keywords": kw.num_rows, "topics": topics.num_rows, "fallback": int(fallback)},
         drops={k: int(stats.get(k, 0)) for k in ("empty", "threshold_empty", "fallback_lift", "fallback_raw")},
-        extra={"stats": numbers, "plot": "topic_sweep.png" if plot else None},
+        extra={
+            "stats": numbers,
+            "plot": "topic_sweep.png" if plot else None,
+            "settings_key": fingerprint("keywords", KEYWORDS_CODE_VERSION, settings_fields(config)),
+            "corpus": corpus_path(stage.root, source),
+            "convergence": {
+                "sweeps": stats.get("sweeps"),
+                "moved_per_sweep": stats.get("moved_per_sweep"),
+                "warm_start_from": prior["fingerprint"] if prior else None,
+                "warm_rows": stats.get("warm_rows", 0),
+            },
+        },
     )

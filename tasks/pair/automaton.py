@@ -53,7 +53,7 @@ class CommonSubstring(NamedTuple):
 @cache
 def _is_letter() -> np.ndarray:
     """Per code point: a letter? ``str.isalpha`` is exactly Unicode category L* (Lu Ll Lt Lm Lo), GUR's test."""
-    return np.fromiter((chr(c).isalpha() for c in range(_N_CODEPOINTS)), dtype=bool, count=_N_CODEPOINTS)
+    return np.fromiter(map(str.isalpha, map(chr, range(_N_CODEPOINTS))), dtype=bool, count=_N_CODEPOINTS)
 
 
 @cache

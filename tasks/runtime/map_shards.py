@@ -100,10 +100,14 @@ def map_shards(
 
 def worth_spawning(pending: list[tuple[int, Path]]) -> int:
     """How many spawned workers the pending shards' input size pays for (at least 1: this process)."""
+    return workers_paid_for([Path(p).stat().st_size for _, p in pending if Path(p).is_file()], len(pending))
+
+
+def workers_paid_for(sizes: list[int], units: int) -> int:
+    """How many spawned workers `units` pieces of work of these input sizes (bytes) pay for; at least 1."""
     if MIN_BYTES_PER_WORKER <= 0:
-        return len(pending)
-    size = sum(Path(p).stat().st_size for _, p in pending if Path(p).is_file())
-    return max(1, size // MIN_BYTES_PER_WORKER)
+        return max(1, units)
+    return max(1, sum(sizes) // MIN_BYTES_PER_WORKER)
 
 
 def _map_on_dask(
