@@ -63,3 +63,15 @@ def test_names_and_globs_by_hand(tmp_path):
     assert quote_name("wiki_1a2b3c4d") == '"wiki_1a2b3c4d"'
     with pytest.raises(ValueError, match="not a catalog name"):
         quote_name('main"; DROP')
+
+
+@pytest.mark.parametrize("value", ["../../tmp/planted", "/tmp/planted", "0123456789abcdef/..", "keywords"])
+def test_keywords_takes_a_fingerprint_only(tmp_path, capsys, value):
+    from flows.train import question_source
+    from gur_cli import main
+
+    with pytest.raises(ValueError, match="is not a fingerprint"):
+        question_source(tmp_path, value, None, "tfcsg")
+    assert main(["--root", str(tmp_path), "train", "--method", "tfcsg", "--keywords", value]) == 1
+    assert "is not a fingerprint" in capsys.readouterr().err
+    assert not (tmp_path / ".prefect").exists()  # refused before anything started
