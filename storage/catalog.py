@@ -59,6 +59,8 @@ UNION_TABLES = ("metrics",)  # every output's rows (duplicates across reports on
 RUN_TABLES = ("train_metrics",)
 IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")  # schema, table and column names spliced into SQL
 GLOB = re.compile(r"[A-Za-z0-9_\-.*?/]+")  # a manifest's table pattern, relative to its stage folder
+# Tables whose files gain columns over time (one file per row): read by column name, older files give NULL.
+BY_NAME_TABLES = ("promotions",)
 METRICS_KEY = ("model", "dataset", "task", "metric", "k")
 MANIFEST_COLUMNS = {  # the `manifests` view: one row per stage output of a build; nested fields stay JSON
     "stage": "VARCHAR",
@@ -369,7 +371,8 @@ def _quote(value: object) -> str:
 
 def _select(table: str, globs: list[Path]) -> str:
     paths = ", ".join(_quote(g) for g in globs)
-    source = f"read_parquet([{paths}], union_by_name = true)" if len(globs) > 1 else f"read_parquet({paths})"
+    by_name = len(globs) > 1 or table in BY_NAME_TABLES
+    source = f"read_parquet([{paths}], union_by_name = true)" if by_name else f"read_parquet({paths})"
     return f"SELECT {'DISTINCT ' if table in UNION_TABLES else ''}* FROM {source}"
 
 
