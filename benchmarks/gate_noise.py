@@ -120,6 +120,15 @@ def main() -> None:
             f"| {'promoted' if promote_old else 'refused'} | {'promoted' if promote_new else 'refused'} |"
         )
     print(f"\npromoted: today's gate {old} of {args.candidates}, new gate {new} of {args.candidates}")
+    # The count above depends on where seed 0 falls among the seeds; every ordered pair of the runs
+    # (each as champion, each other as candidate) gives a rate that does not.
+    pairs = [(c, h) for c in scores for h in scores if c != h]
+    old_all = sum(scores[c][0] >= scores[h][0] for c, h in pairs)
+    new_all = sum(
+        gate({"p": scores[c][0]}, {"p": scores[h][0]}, "p", 0.0, {}, paired_test(scores[c][1], scores[h][1])).promote
+        for c, h in pairs
+    )
+    print(f"every ordered pair of the {len(scores)} runs: today's gate {old_all} of {len(pairs)}, new gate {new_all}")
 
 
 if __name__ == "__main__":
