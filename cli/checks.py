@@ -63,8 +63,10 @@ def check_mine_keywords(args: argparse.Namespace) -> None:
 
 def check_train(args: argparse.Namespace) -> None:
     from tasks.ingest.checks import check_text_file, check_train_options, require_path
+    from tasks.train.task import check_fingerprint
 
     check_train_options(json_option(args.options, "--options") if args.options else {})
+    check_fingerprint(args.keywords)
     if args.method == "gur":
         given = [f"--{k.replace('_', '-')}" for k, v in train_flags(args).items() if v is not None]
         if given or args.keywords or args.texts:

@@ -294,41 +294,17 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     from storage.layout import data_root
-    from tasks.nightly.champion import read_champion, record_decision, set_champion
+    from tasks.nightly.champion import promote_by_hand
 
-    root = data_root(args.root)
-    export = Path(args.export).resolve()
-    if not (export / "modules.json").exists() and not (export / "config.json").exists():
-        raise FileNotFoundError(f"{export}: not a model folder (no modules.json or config.json)")
-    before = read_champion(root)
-    pointer = set_champion(root, {"export": str(export), "method": "manual", "metrics": {}})
-    record_decision(
-        root,
-        {
-            "decision": "manual",
-            "reason": args.reason or "promoted by hand (gur promote)",
-            "candidate": str(export),
-            "champion": before["export"] if before else None,
-        },
-    )
-    print(f"champion #{pointer['number']}: {export}")
+    pointer = promote_by_hand(data_root(args.root), Path(args.export), args.reason)
+    print(f"champion #{pointer['number']}: {pointer['export']}")
     return 0
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
     from storage.layout import data_root
-    from tasks.nightly.champion import record_decision, rollback
+    from tasks.nightly.champion import roll_back
 
-    root = data_root(args.root)
-    current, restored = rollback(root)
-    record_decision(
-        root,
-        {
-            "decision": "rollback",
-            "reason": f"champion #{current['number']} rolled back to #{restored['number']}",
-            "candidate": restored["export"],
-            "champion": current["export"],
-        },
-    )
+    current, restored = roll_back(data_root(args.root))
     print(f"champion is #{restored['number']} again: {restored['export']} (was #{current['number']})")
     return 0

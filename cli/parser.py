@@ -369,7 +369,11 @@ def parse_champion(add: Add) -> None:
     promote.add_argument("export", help="a model folder, e.g. data/train/<fingerprint>/export")
     promote.add_argument("--reason", default="", help="why (goes into the promotions table)")
     promote.set_defaults(func=cmd_promote)
-    rollback = add("rollback", help="make the previous champion the champion again (recorded)")
+    rollback = add(
+        "rollback",
+        help="make the champion's predecessor the champion again; no night promotes the rolled-back model again "
+        "(recorded)",
+    )
     rollback.set_defaults(func=cmd_rollback)
 
 

@@ -1,17 +1,22 @@
 """The `nightly-retrain` flow: data -> candidate -> candidate vs champion -> gate -> maybe a new champion.
 
 One run, configured by `nightly.toml` (tasks/nightly/config.py):
-1. the data stages on the corpus folder: `mine-keywords` for TFCSG, `build-pairs` for GUR (cache
-   hits when no file changed);
+1. the gate's suite: a seeded hash-based held-out share of the corpus's labelled rows (or a suite
+   the user names); the data stages then run on the rest of the corpus: `mine-keywords` for TFCSG,
+   `build-pairs` for GUR (cache hits when no file changed);
 2. nothing new: the data and the training settings are those the champion was trained with -> a
    `nothing-new` row and the run ends;
 3. `train` a candidate, warm-started from the champion (the configured init on the first night);
    a run killed mid-training resumes from its checkpoint next time (same inputs, same folder);
-4. `evaluate` candidate and champion (first night: the init model) on the frozen suite;
-5. the gate (tasks/nightly/champion.py: `gate`): promote iff the primary metric gains at least the
-   margin and no guard drops more than allowed; champion.json is replaced atomically and every
-   decision is a `promotions` row and a Prefect markdown artifact.
-A lock on the data root keeps it to one run at a time (a second run fails at once, naming the first).
+4. `evaluate` candidate and champion (first night: the init model, or MiniLM for a GUR model trained
+   from scratch) on the suite;
+5. the gate (tasks/nightly/champion.py: `gate`): promote iff the suite shares no text with the
+   candidate's training input, the primary metric's paired gain is above its noise and the margin
+   (tasks/nightly/significance.py) and no guard drops more than allowed; an export that was rolled
+   back is never promoted by a night. champion.json is replaced atomically and every decision,
+   a failed night's included, is a `promotions` row and a Prefect markdown artifact.
+A lock on the data root keeps it to one writer at a time (a night, `gur promote`, `gur rollback`;
+a second fails at once, naming the first).
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from prefect import flow
 
 from storage.layout import data_root
 from storage.stage_output import ref_dir
-from tasks.nightly.champion import gate, read_champion, record_decision, root_lock, set_champion
+from tasks.nightly.champion import read_champion, record_decision, root_lock, set_champion
 from tasks.nightly.config import CONFIG_NAME, NightlyConfig, load_nightly_config
-from tasks.nightly.report import decision_markdown, metrics_by_model, publish, training_settings
+from tasks.nightly.holdout import gate_suite
+from tasks.nightly.report import decision_markdown, judge, metrics_by_model, publish, test_columns, training_settings
 from tasks.runtime.catalog import update_catalog
 
 
@@ -79,11 +85,23 @@ def nightly_retrain(config_path: str | None = None, root: str | None = None) -> 
 
 
 def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
+    """The night's work; an error on the way is a `failed` decision row (with the error), then raised."""
+    try:
+        return _night(cfg, base, name)
+    except Exception as exc:
+        row = {"decision": "failed", "reason": f"the night stopped: {type(exc).__name__}", "flow_run": name}
+        record_decision(base, {**row, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+        publish(decision_markdown("failed", f"{row['reason']}: {exc}", "", "", {}, []))
+        raise
+
+
+def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     from flows.evaluate import evaluate
     from flows.train import train_flow
     from models.encoders import minilm_path
 
     started = time.time()
+    cfg, suite = gate_suite(cfg, base)
     data = data_stages(cfg, base)
     champion = read_champion(base)
     settings = training_settings(cfg)
@@ -110,11 +128,12 @@ def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         **kwargs,
     )
     candidate = str(ref_dir(base, ref) / "export")
-    reference = champion["export"] if champion else (init or "untrained:" + candidate)
+    # A GUR model trained from scratch has no init: its first night is measured against MiniLM, not itself.
+    reference = champion["export"] if champion else (init or "minilm")
     e = cfg.evaluate
     result = evaluate(
         models=[candidate, reference],
-        stackoverflow=e.stackoverflow,
+        stackoverflow=suite,
         stsb=e.stsb,
         lee=False,
         demo_retrieval=False,
@@ -124,9 +143,9 @@ def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     )
     metrics = metrics_by_model(base, result["metrics"])
     g = cfg.gate
-    decision = gate(metrics.get(candidate, {}), metrics.get(reference, {}), g.primary, g.margin, g.guards)
+    decision, evidence, test = judge(base, result["units"], metrics, g, candidate, reference)
     verdict = "promoted" if decision.promote else "refused"
-    who = f"champion #{champion['number']}" if champion else "the initial model"
+    who = f"champion #{champion['number']}" if champion else f"the initial model ({reference})"
     reason = f"against {who}: {decision.reason}"
     row = {
         "decision": verdict,
@@ -136,6 +155,10 @@ def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         "candidate_metrics": metrics.get(candidate, {}),
         "champion_metrics": metrics.get(reference, {}),
         "flow_run": name,
+        "primary_metric": g.primary,
+        "suite_fingerprint": evidence["suite_fingerprint"],
+        "overlap": evidence["overlap"],
+        **test_columns(test),
     }
     if decision.promote:
         pointer = {
@@ -152,7 +175,7 @@ def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     record_decision(base, row)
     update_catalog(str(base), [data, ref, result["metrics"]])
     names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))
-    publish(decision_markdown(verdict, reason, candidate, reference, metrics, names))
+    publish(decision_markdown(verdict, reason, candidate, reference, metrics, names, test))
     print(f"{verdict}: {reason}; {time.time() - started:.0f} s")
     print(json.dumps({k: v for k, v in row.items() if k.endswith("metrics")}, indent=1))
     return row

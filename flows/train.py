@@ -13,7 +13,7 @@ from storage.stage_output import latest_ref, ref_complete
 from tasks.runtime.artifacts import publish_train_artifacts
 from tasks.runtime.catalog import update_catalog
 from tasks.runtime.stage_cache import run_stage
-from tasks.train.task import file_ref, train
+from tasks.train.task import check_fingerprint, file_ref, train
 
 # GUR-Small for 10,000 steps (TrainConfig's own preset and max_steps suit tests); pooling, lr: TrainConfig's.
 GUR_DEFAULTS = dict(preset="small", steps=10000)
@@ -26,7 +26,7 @@ def question_source(base, keywords: str | None, texts: str | None, method: str) 
             raise ValueError(f"method {method!r} needs keyword sequences: pass a keywords stage, not a text file")
         return file_ref(texts)
     if keywords:
-        ref = {"stage": "keywords", "fingerprint": keywords, "path": f"keywords/{keywords}"}
+        ref = {"stage": "keywords", "fingerprint": check_fingerprint(keywords), "path": f"keywords/{keywords}"}
         if not ref_complete(base, ref):
             raise FileNotFoundError(f"no complete keywords output {keywords!r} under {base} (see `gur catalog`)")
         return ref

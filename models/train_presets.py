@@ -58,10 +58,11 @@ QUESTION_PRESETS = (*PRESETS, "auto")
 
 
 def resolve_preset(name: str, gpu: bool) -> str:
-    """`auto` -> `paper` on a GPU, `cpu` otherwise."""
+    """`auto` -> `cpu`, the one recipe that was measured (on a GPU too: `paper` has never been run
+    here and stays a choice made by name). `gpu` is kept for when a GPU recipe has been measured."""
     if name not in QUESTION_PRESETS:
         raise ValueError(f"preset {name!r} is not one of {QUESTION_PRESETS} (tiny and small are GUR model sizes)")
-    return ("paper" if gpu else "cpu") if name == "auto" else name
+    return "cpu" if name == "auto" else name
 
 
 def question_config(method: str, preset: str, overrides: dict[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,10 @@ HEAD_ROWS = {"shuffle": "rows_out", "keywords": "keywords"}  # the manifest row 
 UNION_TABLES = ("metrics",)  # every output's rows (duplicates across reports once), not the newest output's
 # Every output's rows, each tagged with columns from its own manifest (`_run_columns`), not the newest output's.
 RUN_TABLES = ("train_metrics",)
+IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")  # schema, table and column names spliced into SQL
+GLOB = re.compile(r"[A-Za-z0-9_\-.*?/]+")  # a manifest's table pattern, relative to its stage folder
+# Tables whose files gain columns over time (one file per row): read by column name, older files give NULL.
+BY_NAME_TABLES = ("promotions",)
 METRICS_KEY = ("model", "dataset", "task", "metric", "k")
 MANIFEST_COLUMNS = {  # the `manifests` view: one row per stage output of a build; nested fields stay JSON
     "stage": "VARCHAR",
@@ -183,18 +187,50 @@ def _manifest(path: Path) -> dict | None:
         return None
 
 
+def unsafe_tables(folder: Path, manifest: dict) -> str:
+    """Why a manifest's `tables` cannot become views ("" when they can): every name must be a plain
+    identifier (it is spliced into SQL, quoted) and every glob a relative pattern that matches only
+    files inside `folder` (no `..`, no absolute path, no link that leads out)."""
+    tables = manifest.get("tables", {})
+    if not isinstance(tables, dict):
+        return f"tables is {type(tables).__name__}, not an object"
+    inside = folder.resolve()
+    for table, pattern in tables.items():
+        if not IDENTIFIER.fullmatch(str(table)):
+            return f"table name {str(table)[:60]!r} is not {IDENTIFIER.pattern}"
+        bad = not isinstance(pattern, str) or not GLOB.fullmatch(pattern) or pattern.startswith("/")
+        if bad or ".." in Path(pattern).parts:
+            return f"table {table}: glob {str(pattern)[:60]!r} is not a relative pattern inside the stage folder"
+        for found in expand(str(folder / pattern)):
+            if not Path(found).resolve().is_relative_to(inside):
+                return f"table {table}: {found} leads outside {folder}"
+    return ""
+
+
 def _manifests(root: Path) -> dict[Path, dict]:
-    """Every complete output's folder -> its manifest."""
+    """Every complete output's folder -> its manifest; a manifest whose tables are unsafe is skipped (logged)."""
     found = {}
     for path in sorted(root.glob(f"*/*/{MANIFEST}")):
         manifest = _manifest(path)
-        if manifest is not None:
-            found[path.parent] = manifest
+        if manifest is None:
+            continue
+        problem = unsafe_tables(path.parent, manifest)
+        if problem:
+            log.warning("catalog: skipping %s: %s", path, problem)
+            continue
+        found[path.parent] = manifest
     return found
 
 
 def _globs(folder: Path, manifest: dict) -> dict[str, Path]:
     return {table: folder / pattern for table, pattern in manifest.get("tables", {}).items()}
+
+
+def quote_name(name: str) -> str:
+    """A schema, table or column name as a quoted SQL identifier; anything but `[A-Za-z0-9_]+` raises."""
+    if not IDENTIFIER.fullmatch(name):
+        raise ValueError(f"not a catalog name ({IDENTIFIER.pattern}): {name[:60]!r}")
+    return f'"{name}"'
 
 
 def latest_tables(root: Path, current: list[Path] = ()) -> dict[str, Path]:
@@ -210,6 +246,8 @@ def latest_tables(root: Path, current: list[Path] = ()) -> dict[str, Path]:
                 best[table] = (finished, glob)
     for folder in current:
         manifest = _manifest(folder / MANIFEST) if (folder / MANIFEST).exists() else None
+        if manifest and unsafe_tables(folder, manifest):
+            continue  # `_manifests` logged it
         for table, glob in _globs(folder, manifest or {}).items():
             best[table] = (float("inf"), glob)
     return {table: glob for table, (_, glob) in sorted(best.items())}
@@ -333,7 +371,8 @@ def _quote(value: object) -> str:
 
 def _select(table: str, globs: list[Path]) -> str:
     paths = ", ".join(_quote(g) for g in globs)
-    source = f"read_parquet([{paths}], union_by_name = true)" if len(globs) > 1 else f"read_parquet({paths})"
+    by_name = len(globs) > 1 or table in BY_NAME_TABLES
+    source = f"read_parquet([{paths}], union_by_name = true)" if by_name else f"read_parquet({paths})"
     return f"SELECT {'DISTINCT ' if table in UNION_TABLES else ''}* FROM {source}"
 
 
@@ -343,7 +382,7 @@ def _select_runs(globs: list[Path], file_columns: list[dict[str, str | None]]) -
     parts = []
     for glob, columns in zip(globs, file_columns, strict=True):
         constants = ", ".join(
-            f'CAST({"NULL" if value is None else _quote(value)} AS VARCHAR) AS "{name}"'
+            f"CAST({'NULL' if value is None else _quote(value)} AS VARCHAR) AS {quote_name(name)}"
             for name, value in columns.items()
         )
         parts.append(f"SELECT {constants}, * FROM read_parquet({_quote(glob)})")
@@ -365,16 +404,16 @@ def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan) -> None:
             log.warning("catalog: no files for %s.%s (%s)", schema, table, globs[0])
             continue
         if schema != "main":
-            con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_name(schema)}")
         tagged = plan.file_columns.get(table) if schema == "main" else None
         sql = _select_runs(globs, tagged) if tagged else _select(table, globs)
-        con.execute(f'CREATE OR REPLACE VIEW "{schema}"."{table}" AS {sql}')
+        con.execute(f"CREATE OR REPLACE VIEW {quote_name(schema)}.{quote_name(table)} AS {sql}")
         files.append(
             (schema, table, [str(g) for g in globs], table in UNION_TABLES, json.dumps(tagged) if tagged else None)
         )
     for schema, paths in [(b.schema, b.manifests) for b in plan.builds] + [("main", plan.main_manifests)]:
         if paths:
-            con.execute(f'CREATE OR REPLACE VIEW "{schema}".manifests AS {_select_manifests(paths)}')
+            con.execute(f"CREATE OR REPLACE VIEW {quote_name(schema)}.manifests AS {_select_manifests(paths)}")
     for name, sql in DERIVED.items():
         if "metrics" in plan.main:
             con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')

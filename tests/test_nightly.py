@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import duckdb
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -16,30 +18,51 @@ sys.path.insert(0, str(Path(__file__).parent))
 from tiny_bert import tiny_bert, titles, write_titles  # noqa: E402
 
 from tasks.nightly.champion import (  # noqa: E402
+    Decision,
     NightlyBusy,
     gate,
     history,
+    promote_by_hand,
     read_champion,
     record_decision,
+    refuse_rolled_back,
+    roll_back,
     rollback,
+    rolled_back,
     root_lock,
     set_champion,
 )
 from tasks.nightly.config import load_nightly_config  # noqa: E402
-
-PRIMARY = "stackoverflow-labelled/question_retrieval/precision@1"
+from tasks.nightly.significance import paired_test  # noqa: E402
 
 
 def test_gate_by_hand():
     champ = {"p": 0.80, "s": 0.85}
-    assert gate({"p": 0.82, "s": 0.845}, champ, "p", 0.01, {"s": 0.01}).promote
-    refused = gate({"p": 0.805, "s": 0.85}, champ, "p", 0.01, {"s": 0.01})
-    assert not refused.promote and "gain +0.0050 < 0.01" in refused.reason
-    guard = gate({"p": 0.90, "s": 0.80}, champ, "p", 0.0, {"s": 0.01})
+    # a gain clearly above its noise: every one of 100 queries up by .02
+    clear = paired_test(np.full(100, 0.82), np.full(100, 0.80))
+    assert gate({"p": 0.82, "s": 0.845}, champ, "p", 0.01, {"s": 0.01}, clear).promote
+    refused = gate({"p": 0.82, "s": 0.85}, champ, "p", 0.05, {"s": 0.01}, clear)
+    assert not refused.promote and "does not clear the margin 0.05" in refused.reason
+    guard = gate({"p": 0.82, "s": 0.80}, champ, "p", 0.0, {"s": 0.01}, clear)
     assert not guard.promote and "guard s drops 0.0500" in guard.reason
-    missing = gate({"s": 0.9}, champ, "p", 0.0, {})
+    missing = gate({"s": 0.9}, champ, "p", 0.0, {}, clear)
     assert not missing.promote and "p was not measured for the candidate" in missing.reason
-    assert gate({"p": 0.80}, {"p": 0.80}, "p", 0.0, {}).promote  # a tie passes a zero margin
+    assert not gate({"p": 0.8}, {"p": 0.8}, "p", 0.0, {}, None).promote  # no per-query values: no evidence
+    overlap = gate({"p": 0.82}, {"p": 0.80}, "p", 0.0, {}, clear, overlap=3)
+    assert not overlap.promote and "shares 3 texts with the candidate's training input" in overlap.reason
+    assert not gate({"p": 0.82}, {"p": 0.80}, "p", 0.0, {}, clear, overlap=None).promote
+
+
+def test_a_tie_or_a_noisy_gain_does_not_promote():
+    """Today's rule (gain >= margin 0) promoted both; the paired test refuses both."""
+    tie = paired_test(np.array([1.0, 0.0] * 50), np.array([1.0, 0.0] * 50))
+    assert not gate({"p": 0.5}, {"p": 0.5}, "p", 0.0, {}, tie).promote
+    # 100 queries of P@1: the candidate wins 6 and loses 4 (gain +.02): within the noise, p ~ .38
+    cand, champ = np.zeros(100), np.zeros(100)
+    cand[:6], champ[6:10] = 1.0, 1.0
+    noisy = paired_test(cand, champ)
+    decision = gate({"p": 0.06}, {"p": 0.04}, "p", 0.0, {}, noisy)
+    assert not decision.promote and "p = 0.3" in decision.reason and noisy.low < 0 < noisy.high
 
 
 def test_champion_pointer_history_and_rollback(tmp_path):
@@ -47,12 +70,75 @@ def test_champion_pointer_history_and_rollback(tmp_path):
     first = set_champion(tmp_path, {"export": "/a"})
     second = set_champion(tmp_path, {"export": "/b"})
     assert (first["number"], second["number"]) == (1, 2) and read_champion(tmp_path)["export"] == "/b"
+    assert second["previous"] == 1 and first["previous"] is None
     assert not list((tmp_path / "models").rglob(".*"))  # atomic writes leave no temp files
     current, restored = rollback(tmp_path)
     assert current["export"] == "/b" and restored["export"] == "/a" and read_champion(tmp_path)["export"] == "/a"
     with pytest.raises(ValueError, match="is the first"):
         rollback(tmp_path)
     assert [p["export"] for p in history(tmp_path)] == ["/a", "/b"]  # nothing is deleted
+
+
+def test_rollback_walks_the_recorded_predecessor_and_sticks(tmp_path):
+    set_champion(tmp_path, {"export": "/a"})  # 1
+    set_champion(tmp_path, {"export": "/b"})  # 2, bad
+    rollback(tmp_path)  # back to 1; /b is marked
+    assert set(rolled_back(tmp_path)) == {"/b"}
+    set_champion(tmp_path, {"export": "/c"})  # 3, replaces 1
+    current, restored = rollback(tmp_path)
+    assert (current["export"], restored["export"]) == ("/c", "/a")  # not /b, the highest older number
+    good = Decision(True, "gain")
+    assert not refuse_rolled_back(tmp_path, "/b", good).promote  # a night never brings /b back
+    assert "only `gur promote` brings it back" in refuse_rolled_back(tmp_path, "/b", good).reason
+    assert refuse_rolled_back(tmp_path, "/d", good).promote
+
+
+def test_promote_and_rollback_take_the_root_lock_and_are_recorded(tmp_path):
+    model = tiny_bert(tmp_path / "m1", ["a b c"])
+    other = tiny_bert(tmp_path / "m2", ["a b c"])
+    with root_lock(tmp_path, "flow run 'night'"):
+        with pytest.raises(NightlyBusy, match="night"):
+            promote_by_hand(tmp_path, model)
+        with pytest.raises(NightlyBusy, match="night"):
+            roll_back(tmp_path)
+    promote_by_hand(tmp_path, model)
+    promote_by_hand(tmp_path, other, "try it")
+    roll_back(tmp_path)
+    assert set(rolled_back(tmp_path)) == {str(other)}
+    promote_by_hand(tmp_path, other, "back by hand")  # by hand it may come back, and the mark goes
+    assert rolled_back(tmp_path) == {} and read_champion(tmp_path)["export"] == str(other)
+    rows = pq.read_table(tmp_path / "models" / "promotions").to_pylist()
+    assert sorted((r["decision"], r["reason"]) for r in rows)[-1] == ("rollback", "champion #2 rolled back to #1")
+
+
+def _promote_many(root: str, tag: int) -> None:
+    for i in range(10):
+        set_champion(Path(root), {"export": f"/{tag}/{i}"})
+
+
+def test_history_numbers_are_allocated_atomically(tmp_path):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_promote_many, args=(str(tmp_path), tag)) for tag in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    entries = history(tmp_path)
+    assert len(entries) == 40 and len({e["export"] for e in entries}) == 40  # no entry overwritten
+    assert [e["number"] for e in entries] == list(range(1, 41))
+
+
+def test_a_failed_night_writes_a_failed_row(tmp_path):
+    from flows.nightly_retrain import nightly_steps
+
+    path = tmp_path / "nightly.toml"
+    path.write_text('[corpus]\npath = "missing"\n[gate]\nguards = {}\n[evaluate]\nstsb = []\n')
+    with pytest.raises(ValueError, match="held-out suite"):
+        nightly_steps(load_nightly_config(path), tmp_path / "data", "night-1")
+    (row,) = pq.read_table(tmp_path / "data" / "models" / "promotions").to_pylist()
+    assert row["decision"] == "failed" and row["flow_run"] == "night-1" and "held-out suite" in row["error"]
 
 
 def test_lock_refuses_a_second_holder_and_frees_on_exit(tmp_path):
@@ -69,19 +155,37 @@ def test_config_errors_name_the_file_and_key(tmp_path):
     path.write_text('[corpus]\npath = "docs"\n[train]\nmethd = "tfcsg"\n[evaluate]\nstsb = ["a.csv"]\n')
     with pytest.raises(ValueError, match=r"nightly.toml: \[train\] has unknown keys \['methd'\]"):
         load_nightly_config(path)
-    path.write_text('[corpus]\npath = "docs"\n[evaluate]\nstsb = []\n')
-    with pytest.raises(ValueError, match=r"\[evaluate\] names no set"):
+    path.write_text('[corpus]\npath = "docs"\n[evaluate]\nholdout = 0\n')
+    with pytest.raises(ValueError, match=r"\[evaluate\] needs a question suite"):
         load_nightly_config(path)
-    path.write_text('[corpus]\npath = "docs"\n')  # no [evaluate]: the default suite
-    suite = load_nightly_config(path).evaluate
-    assert suite.stackoverflow.endswith("stackoverflow/train.tsv") and suite.stsb[0].endswith("stsb-en-dev.csv")
-    path.write_text('[corpus]\npath = "docs"\n[evaluate]\nstsb = ["dev.csv"]\n')
+    path.write_text('[corpus]\npath = "docs"\n[evaluate]\nstsb = []\n')  # the default STS guard needs its set
+    with pytest.raises(ValueError, match=r"\[gate\] guards 'stsb-en-train/sts/spearman' names a dataset"):
+        load_nightly_config(path)
+    path.write_text('[corpus]\npath = "docs"\n[gate]\nconfidence = 95\n')
+    with pytest.raises(ValueError, match=r"\[gate\] confidence must be in \[0.5, 1\)"):
+        load_nightly_config(path)
+    path.write_text('[corpus]\npath = "docs"\n')  # no [evaluate]: the default suite and gate
+    cfg = load_nightly_config(path)
+    assert cfg.evaluate.holdout == 0.2 and not cfg.evaluate.stackoverflow  # a held-out share, not a training file
+    assert cfg.evaluate.stsb[0].endswith("stsb-en-train.csv")  # dev is reported, never chosen on
+    assert cfg.gate.guards == {"stsb-en-train/sts/spearman": 0.01} and cfg.gate.confidence == 0.95
+    assert cfg.gate.primary == "stackoverflow-holdout/question_retrieval/precision@1"
+    path.write_text(
+        '[corpus]\npath = "docs"\n[evaluate]\nstsb = ["dev.csv"]\nstackoverflow = "q.tsv"\n[gate]\n'
+        'primary = "stackoverflow-q/question_retrieval/precision@1"\nguards = {"dev/sts/spearman" = 0.02}\n'
+    )
     cfg = load_nightly_config(path)
     assert cfg.corpus.path == str(tmp_path / "docs") and cfg.evaluate.stsb == [str(tmp_path / "dev.csv")]
 
 
-def write_config(path: Path, corpus: Path, labelled: Path, model: Path, lr: float) -> Path:
-    options = f"{{batch_size = 8, eval_every = 0, threads = 1, lr = {lr}, ckpt_every = 100, s2s_weight = 1.0}}"
+PRIMARY = "stackoverflow-holdout/question_retrieval/precision@1"  # the held-out share of the corpus
+
+
+def write_config(path: Path, corpus: Path, model: Path, lr: float, steps: int = 100) -> Path:
+    """The shipped gate (margin 0, 95% paired test) and preset (`cpu`: its losses and weights); only the rate
+    (a random tiny BERT needs a large one), the length and run-time knobs are set. No STS guard: the tiny
+    model's vocabulary is the titles'."""
+    options = f"{{eval_every = 0, threads = 1, lr = {lr}, ckpt_every = 100}}"
     path.write_text(
         f"""[corpus]
 path = "{corpus}"
@@ -92,18 +196,18 @@ title_field = ""
 method = "tfcsg"
 init_from = "{model}"
 preset = "cpu"
-steps = 12
+steps = {steps}
 options = {options}
 
 [keywords]
 k = 10
 
 [evaluate]
-stackoverflow = "{labelled}"
+holdout = 0.3
+stsb = []
 
 [gate]
-primary = "{PRIMARY}"
-margin = 0.0
+guards = {{}}
 """,
         encoding="utf-8",
     )
@@ -113,10 +217,10 @@ margin = 0.0
 @pytest.fixture(scope="module")
 def nightly(tmp_path_factory):
     base = tmp_path_factory.mktemp("nightly")
-    rows = titles(240)
-    corpus, labelled = write_titles(base, rows)
+    rows = titles(600)
+    _, labelled = write_titles(base, rows)
     model = tiny_bert(base / "tiny-bert", [r["title"] for r in rows])
-    return {"base": base, "corpus": corpus, "labelled": labelled, "model": model, "root": base / "data"}
+    return {"base": base, "corpus": labelled, "model": model, "root": base / "data"}
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -126,19 +230,25 @@ def test_nights(nightly):
     from gur_cli import main as gur
 
     root, base = nightly["root"], nightly["base"]
-    good = write_config(base / "good.toml", nightly["corpus"], nightly["labelled"], nightly["model"], lr=1e-3)
+    good = write_config(base / "good.toml", nightly["corpus"], nightly["model"], lr=1e-3)
 
     first = nightly_retrain(config_path=str(good), root=str(root))
     assert first["decision"] == "promoted", first["reason"]
     assert "against the initial model" in first["reason"]
     champion = read_champion(root)
     assert champion["export"] == first["candidate"] and champion["number"] == 1
-    assert first["candidate_metrics"][PRIMARY] >= first["champion_metrics"][PRIMARY]
+    assert first["gain_low"] > 0 and first["p_value"] < 0.05 and first["overlap"] == 0 and first["queries"] > 100
+    # the gate scored titles the candidate never trained on
+    suite = next(root.glob("holdout/*/holdout.tsv"))
+    trained = {r["text"] for r in pq.read_table(next(root.glob("keywords/*/part-*.parquet"))).to_pylist()}
+    with open(suite, encoding="utf-8") as f:
+        held = {line.split("\t")[1] for line in f.readlines()[1:]}
+    assert held and not held & trained
 
     second = nightly_retrain(config_path=str(good), root=str(root))
     assert second["decision"] == "nothing-new" and read_champion(root) == champion
 
-    worse = write_config(base / "worse.toml", nightly["corpus"], nightly["labelled"], nightly["model"], lr=3.0)
+    worse = write_config(base / "worse.toml", nightly["corpus"], nightly["model"], lr=3.0)
     third = nightly_retrain(config_path=str(worse), root=str(root))
     assert third["decision"] == "refused", third["reason"]
     assert third["champion"] == champion["export"] and "against champion #1" in third["reason"]
@@ -161,10 +271,12 @@ def test_nights(nightly):
     refresh_catalog(root)  # the CLI commands above do not touch the catalog
     con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
     decisions = con.execute("SELECT decision FROM promotions ORDER BY created_at").fetchall()
-    metrics = con.execute("SELECT candidate_metrics FROM promotions WHERE decision = 'refused'").fetchone()[0]
+    refused = con.execute(
+        "SELECT candidate_metrics, gain, gain_low, gain_high, p_value FROM promotions WHERE decision = 'refused'"
+    ).fetchone()
     con.close()
     assert [d for (d,) in decisions] == ["promoted", "nothing-new", "refused", "manual", "rollback"]
-    assert PRIMARY in json.loads(metrics)
+    assert PRIMARY in json.loads(refused[0]) and refused[2] <= refused[1] <= refused[3] and refused[4] > 0.05
 
 
 def test_decision_rows_are_a_catalog_view(tmp_path):
@@ -190,10 +302,8 @@ def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champi
     from tiny_bert import REPO
 
     root = tmp_path / "data"
-    config = write_config(tmp_path / "n.toml", nightly["corpus"], nightly["labelled"], nightly["model"], lr=1e-3)
-    config.write_text(
-        config.read_text().replace("steps = 12", "steps = 400").replace("ckpt_every = 100", "ckpt_every = 5")
-    )
+    config = write_config(tmp_path / "n.toml", nightly["corpus"], nightly["model"], lr=1e-3, steps=400)
+    config.write_text(config.read_text().replace("ckpt_every = 100", "ckpt_every = 5"))
     cmd = [sys.executable, "-m", "gur_cli", "--root", str(root), "nightly", "--config", str(config)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
@@ -216,3 +326,20 @@ def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champi
     assert len(list(root.glob("train/*/_manifest.json"))) == 1  # the same run folder, finished
     assert read_champion(root)["number"] == 1
     assert not list((root / "models").rglob(".*"))  # atomic writes leave no temporaries
+
+
+def test_promotions_rows_of_an_older_schema_still_read(tmp_path):
+    """A row written before the gate's columns existed reads NULL there; new rows carry them."""
+    import pyarrow as pa
+
+    from storage.catalog import refresh_catalog
+
+    folder = tmp_path / "models" / "promotions"
+    folder.mkdir(parents=True)
+    old = pa.table({"decision": ["promoted"], "reason": ["r"], "candidate": ["/old"], "champion_metrics": ["{}"]})
+    pq.write_table(old, folder / "part-1.parquet")
+    record_decision(tmp_path, {"decision": "refused", "candidate": "/new", "gain": 0.01, "p_value": 0.3})
+    refresh_catalog(tmp_path)
+    with duckdb.connect(str(tmp_path / "catalog.duckdb"), read_only=True) as con:
+        rows = con.execute("SELECT candidate, gain, p_value FROM promotions ORDER BY candidate").fetchall()
+    assert rows == [("/new", 0.01, 0.3), ("/old", None, None)]

@@ -6,6 +6,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -41,14 +42,20 @@ def test_two_workers_write_the_same_bytes_as_one(tmp_path, monkeypatch):
     assert two == one  # `workers` is in no fingerprint
 
     hashes = part_hashes(tmp_path / "one", one)
-    assert {stage: len(files) for stage, files in hashes.items()} == {
-        "ingest": 8,  # documents and rejects
-        "split": 4,
-        "pair": 4,
-        "shuffle": len(hashes["shuffle"]),
-    }
+    counts = {stage: len(files) for stage, files in hashes.items()}
+    assert {k: v for k, v in counts.items() if k != "shuffle"} == {"ingest": 8, "split": 4, "pair": 4}  # + rejects
+    # The shuffle's shards hold the pair table's distinct pairs of their bucket, 400 to a shard but the last.
+    pair_dir = tmp_path / "one" / one["pairs"]["path"]
+    pairs = [
+        pq.read_table(p, columns=["pair_id", "bucket"]).to_pylist() for p in sorted(pair_dir.rglob("part-*.parquet"))
+    ]
+    distinct = {(r["pair_id"], r["bucket"]) for part in pairs for r in part}  # the shuffle deduplicates
+    shuffle_dir = tmp_path / "one" / one["shards"]["path"]
     for bucket in ("short", "long"):
-        assert sum(name.startswith(f"{bucket}/") for name in hashes["shuffle"]) >= 3, hashes["shuffle"]
+        sizes = [pq.ParquetFile(p).metadata.num_rows for p in sorted((shuffle_dir / bucket).glob("part-*.parquet"))]
+        assert sum(sizes) == sum(b == bucket for _, b in distinct) and len(sizes) >= 3, (bucket, sizes)
+        assert all(n == PARAMS["rows_per_shard"] for n in sizes[:-1]) and 0 < sizes[-1] <= PARAMS["rows_per_shard"]
+    assert counts["shuffle"] == sum(1 for name in hashes["shuffle"] if name.split("/")[0] in ("short", "long"))
     assert part_hashes(tmp_path / "two", two) == hashes
     for ref in one.values():
         first, second = read_manifest(tmp_path / "one" / ref["path"]), read_manifest(tmp_path / "two" / ref["path"])

@@ -15,18 +15,26 @@ from tasks.evaluate import metrics as M
 from tasks.evaluate.data import LabelledTexts, RetrievalSet, SimilarityPairs
 from tasks.evaluate.search import dense_score_blocks, exact_search, full_rankings
 
-EVAL_CODE_VERSION = "eval-v1"
+# v2: a unit also keeps its per-query values, the fingerprint of the texts it scored and their overlap
+# with the model's training input (the numbers themselves are those of v1).
+EVAL_CODE_VERSION = "eval-v2"
 
 
 @dataclass(frozen=True)
 class MetricValue:
-    """One number; `k=None` for metrics without a cut-off, `n` = queries or pairs it averages over."""
+    """One number; `k=None` for metrics without a cut-off, `n` = queries or pairs it averages over.
+
+    Ranking metrics also carry the value of each query (`per_query`, whose mean is `value`) and the
+    query's row in the dataset (`queries`), so two models can be compared query by query.
+    """
 
     task: str
     metric: str
     k: int | None
     value: float
     n: int
+    queries: np.ndarray | None = field(default=None, compare=False, repr=False)
+    per_query: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -91,11 +99,11 @@ def dense_retrieval(
     hits = M.hits_from_relevant(indices, data.relevant)
     n_rel = np.array([len(r) for r in data.relevant])
     n = len(data.queries)
+    rows = np.arange(n)
+    recall, mrr = M.recall_at_k(hits, n_rel, config.recall_k), M.mrr_at_k(hits, config.mrr_k)
     return [
-        MetricValue(
-            "retrieval", "recall", config.recall_k, float(M.recall_at_k(hits, n_rel, config.recall_k).mean()), n
-        ),
-        MetricValue("retrieval", "mrr", config.mrr_k, float(M.mrr_at_k(hits, config.mrr_k).mean()), n),
+        MetricValue("retrieval", "recall", config.recall_k, float(recall.mean()), n, rows, recall),
+        MetricValue("retrieval", "mrr", config.mrr_k, float(mrr.mean()), n, rows, mrr),
     ]
 
 
@@ -131,9 +139,10 @@ def question_retrieval(
             per_metric.setdefault(("precision", k), []).append(M.precision_at_k(hits, k))
         per_metric.setdefault(("map", None), []).append(M.average_precision_at_k(hits, n_rel))
         per_metric.setdefault(("mrr", None), []).append(M.mrr_at_k(hits))
+    values = {key: np.concatenate(parts) for key, parts in per_metric.items()}
     return [
-        MetricValue("question_retrieval", metric, k, float(np.concatenate(parts).mean()), len(rows))
-        for (metric, k), parts in per_metric.items()
+        MetricValue("question_retrieval", metric, k, float(v.mean()), len(rows), rows, v)
+        for (metric, k), v in values.items()
     ]
 
 

@@ -145,6 +145,18 @@ class UnitResult:
     status: str = "ok"
     detail: str = ""
     seconds: float = 0.0
+    texts_fingerprint: str = ""  # of the texts scored (tasks/evaluate/overlap.py)
+    overlap: dict[str, Any] = field(default_factory=dict)  # with the model's training input
+
+
+def overlap_note(found: dict[str, Any]) -> str:
+    """The report's line for a unit whose texts the model trained on ("" when none or unknown)."""
+    if not found.get("overlap"):
+        return ""
+    return (
+        f"OVERLAP: {found['overlap']} of {found['texts']} texts are in the model's training input "
+        f"({found['training_input']}): not a held-out score"
+    )
 
 
 def run_unit(model_spec: str, spec: DatasetSpec, config: SuiteConfig, device: str | None = None) -> UnitResult:
@@ -154,9 +166,17 @@ def run_unit(model_spec: str, spec: DatasetSpec, config: SuiteConfig, device: st
         data = _load(spec, config)
     except DatasetMissing as exc:
         return UnitResult(model_label(model_spec), "", model_fingerprint(model_spec), [], "not_run", str(exc))
+    from tasks.evaluate.overlap import overlap, suite_texts, texts_fingerprint
+
     model = resolve_model(model_spec, device)
     values, detail = _evaluate(model, spec, data, config)
-    return UnitResult(model.name, model.variant, model.fingerprint, values, "ok", detail, time.monotonic() - started)
+    texts = suite_texts(data)
+    found = overlap(model_spec, texts)
+    detail = "; ".join(d for d in (detail, overlap_note(found)) if d)
+    seconds = time.monotonic() - started
+    return UnitResult(
+        model.name, model.variant, model.fingerprint, values, "ok", detail, seconds, texts_fingerprint(texts), found
+    )
 
 
 def _load(spec: DatasetSpec, config: SuiteConfig):

@@ -1,7 +1,9 @@
 """The evaluation Prefect tasks: one unit (model x dataset), the `metrics` stage with its report, artifacts.
 
-Each unit writes `<root>/eval-unit/<fingerprint>/part-00000.parquet` (its metrics rows) and a
-manifest without catalog tables; the `evaluate` stage concatenates the units of one flow run
+Each unit writes `<root>/eval-unit/<fingerprint>/part-00000.parquet` (its metrics rows),
+`queries.parquet` (each query's value of the ranking metrics, for paired tests) and a manifest
+without catalog tables (it records the scored texts' fingerprint and their overlap with the
+model's training input); the `evaluate` stage concatenates the units of one flow run
 into `<root>/evaluate/<fingerprint>/` with `report.md` and `charts/<task>.png`, and registers
 the `metrics` view. A unit's fingerprint hashes the model's fingerprint (weights' bytes for a
 folder), the dataset files' signature and the config of its tasks, so the same model on the
@@ -23,9 +25,14 @@ from storage.progress import current_logger
 from storage.shards import write_shard
 from storage.stage_output import StageOutput, ref_dir
 from tasks.evaluate.report import METRICS_SCHEMA, REPORT_CODE_VERSION, metric_label, plot_charts, render_report
-from tasks.evaluate.scoring import EVAL_CODE_VERSION
+from tasks.evaluate.scoring import EVAL_CODE_VERSION, MetricValue
 from tasks.evaluate.suite import DatasetSpec, SuiteConfig, run_unit, unit_identity, unit_rows
 from tasks.runtime.stage_cache import STAGE_TASK
+
+QUERIES = "queries.parquet"  # a unit's per-query values (ranking metrics), beside its metrics shard
+QUERIES_SCHEMA = pa.schema(
+    [("task", pa.string()), ("metric", pa.string()), ("k", pa.int32()), ("query", pa.int64()), ("value", pa.float64())]
+)
 
 
 @task(name="evaluate-unit", **STAGE_TASK)
@@ -44,6 +51,9 @@ def evaluate_unit(
     result = run_unit(model, dataset, config, device)
     rows = unit_rows(result, dataset, model, out.fingerprint, out.started_at)
     write_shard(out.dir, 0, pa.Table.from_pylist(rows, schema=METRICS_SCHEMA))
+    per_query = query_table(result.values)
+    if per_query.num_rows:
+        pq.write_table(per_query, out.dir / QUERIES)
     for row in rows:
         value = "not run" if row["value"] is None else f"{row['value']:.4f}"
         logger.info("  %s %s %s = %s", result.model, row["task"], metric_label(row["metric"], row["k"]), value)
@@ -56,8 +66,26 @@ def evaluate_unit(
         rows={"metrics": len(rows)},
         drops={},
         timings={"evaluate_s": round(result.seconds, 3)},
-        extra={"status": result.status, "detail": result.detail, "model_fingerprint": result.model_fingerprint},
+        extra={
+            "status": result.status,
+            "detail": result.detail,
+            "model_fingerprint": result.model_fingerprint,
+            "texts_fingerprint": result.texts_fingerprint,
+            "overlap": result.overlap,
+            "per_query": QUERIES if per_query.num_rows else None,
+        },
     )
+
+
+def query_table(values: list[MetricValue]) -> pa.Table:
+    """Per-query values of the ranking metrics: (task, metric, k, query row in the dataset, value)."""
+    rows = [
+        {"task": v.task, "metric": v.metric, "k": v.k, "query": int(q), "value": float(x)}
+        for v in values
+        if v.per_query is not None
+        for q, x in zip(v.queries, v.per_query, strict=True)
+    ]
+    return pa.Table.from_pylist(rows, schema=QUERIES_SCHEMA)
 
 
 @task(name="evaluate-report", **STAGE_TASK)

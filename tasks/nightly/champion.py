@@ -1,12 +1,24 @@
 """The current model of a data root: the champion pointer, its history, the gate and the promotions table.
 
-    <root>/models/champion.json             the promoted model (replaced atomically: temp file + os.replace)
-    <root>/models/history/NNNNNN.json       every champion ever promoted, in order (rollback walks back here)
+    <root>/models/champion.json             the promoted model (replaced atomically: temp file + os.replace,
+                                            then the folder fsynced)
+    <root>/models/history/NNNNNN.json       every champion ever promoted, in order; each names the champion it
+                                            replaced (`previous`), which is where rollback goes back to
+    <root>/models/rolled_back.json          exports taken back by `gur rollback`: never promoted again by a
+                                            night, only by hand (`gur promote`, recorded)
     <root>/models/promotions/part-*.parquet one row per decision (a `promotions` catalog view)
-    <root>/models/nightly.lock              held by the running nightly-retrain (fcntl lock, released on exit)
+    <root>/models/nightly.lock              held by the night, `gur promote` and `gur rollback` (fcntl lock,
+                                            released on exit)
 
-The gate is a pure function: promote iff the primary metric beats the champion's by at least the
-margin and no guard metric drops by more than its allowance; a missing metric refuses.
+History numbers are allocated atomically (a hard link that fails when the number is taken), so two
+writers never overwrite one file. The promotions table gains columns by adding them to
+PROMOTION_SCHEMA: `record_decision` is its only writer, and the catalog reads its files by column
+name, so older rows show NULL in newer columns.
+
+The gate is a pure function: promote iff the suite shares no text with the candidate's training
+input, the primary metric's paired gain is larger than its noise (its bootstrap interval lies above
+the margin and the permutation p-value is below 1 - confidence) and no guard metric drops by more
+than its allowance; a missing metric refuses.
 """
 
 from __future__ import annotations
@@ -26,17 +38,29 @@ import pyarrow.parquet as pq
 
 from storage.atomic import atomic_path, atomic_write_json
 from storage.layout import MANIFEST
+from tasks.nightly.significance import PairedTest
 
 PROMOTION_SCHEMA = pa.schema(
     [
         ("created_at", pa.timestamp("us", tz="UTC")),
-        ("decision", pa.string()),  # promoted | refused | nothing-new | manual | rollback
+        ("decision", pa.string()),  # promoted | refused | nothing-new | manual | rollback | failed
         ("reason", pa.string()),
         ("candidate", pa.string()),
         ("champion", pa.string()),
         ("candidate_metrics", pa.string()),  # JSON: metric -> value
         ("champion_metrics", pa.string()),
         ("flow_run", pa.string()),
+        # added later: older rows read NULL here
+        ("primary_metric", pa.string()),
+        ("gain", pa.float64()),  # candidate - champion on the primary metric, mean over the suite's queries
+        ("gain_low", pa.float64()),  # its bootstrap interval at `confidence`
+        ("gain_high", pa.float64()),
+        ("p_value", pa.float64()),  # one-sided paired permutation test
+        ("confidence", pa.float64()),
+        ("queries", pa.int64()),
+        ("suite_fingerprint", pa.string()),  # of the texts the primary metric scored
+        ("overlap", pa.int64()),  # of those texts, how many the candidate trained on
+        ("error", pa.string()),  # a failed night's error
     ]
 )
 
@@ -60,25 +84,112 @@ def history(root: Path) -> list[dict]:
     return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("[0-9]*.json"))]
 
 
-def set_champion(root: Path, pointer: dict) -> dict:
-    """Append `pointer` to the history, then point champion.json at it (both atomic)."""
-    number = len(history(root)) + 1
-    pointer = {**pointer, "number": number, "promoted_at": time.time()}
-    atomic_write_json(models_dir(root) / "history" / f"{number:06d}.json", pointer, fsync=True)
+def _fsync_dir(folder: Path) -> None:
+    """A rename is durable once its folder is on disk."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _point_at(root: Path, pointer: dict) -> None:
     atomic_write_json(models_dir(root) / "champion.json", pointer, fsync=True)
-    return pointer
+    _fsync_dir(models_dir(root))
+
+
+def _new_history_entry(root: Path, pointer: dict) -> dict:
+    """Write `pointer` as the next history number. The file is linked into place, which fails when the
+    number is taken (by another writer): the next number is tried, no entry is ever overwritten."""
+    folder = models_dir(root) / "history"
+    folder.mkdir(parents=True, exist_ok=True)
+    number = max((int(p.stem) for p in folder.glob("[0-9]*.json")), default=0) + 1
+    while True:
+        entry = {**pointer, "number": number, "promoted_at": time.time()}
+        staged = folder / f".{number:06d}.{os.getpid()}.{time.time_ns()}.json"
+        with open(staged, "w", encoding="utf-8") as f:
+            f.write(json.dumps(entry, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(staged, folder / f"{number:06d}.json")
+        except FileExistsError:
+            number += 1
+            continue
+        finally:
+            staged.unlink()
+        _fsync_dir(folder)
+        return entry
+
+
+def set_champion(root: Path, pointer: dict) -> dict:
+    """Append `pointer` to the history (naming the champion it replaces), then point champion.json at it."""
+    current = read_champion(root)
+    entry = _new_history_entry(root, {**pointer, "previous": current["number"] if current else None})
+    _point_at(root, entry)
+    return entry
+
+
+def rolled_back(root: Path) -> dict[str, dict]:
+    """export -> the rollback that took it back, for exports no night may promote again."""
+    path = models_dir(root) / "rolled_back.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 def rollback(root: Path) -> tuple[dict, dict]:
-    """Point champion.json at the champion before the current one; returns (previous, restored)."""
+    """Point champion.json at the current champion's recorded predecessor and mark the current export as
+    rolled back (no night promotes it again); returns (previous, restored)."""
     current = read_champion(root)
     if current is None:
         raise ValueError(f"{models_dir(root)}: no champion to roll back")
-    older = [p for p in history(root) if p["number"] < current["number"]]
-    if not older:
+    if current.get("previous") is None:
         raise ValueError(f"{models_dir(root)}: champion #{current['number']} is the first; nothing to roll back to")
-    restored = older[-1]
-    atomic_write_json(models_dir(root) / "champion.json", restored, fsync=True)
+    restored = next((p for p in history(root) if p["number"] == current["previous"]), None)
+    if restored is None:
+        raise ValueError(f"{models_dir(root)}: champion #{current['number']}'s predecessor is missing from history")
+    marks = {**rolled_back(root), current["export"]: {"number": current["number"], "at": time.time()}}
+    atomic_write_json(models_dir(root) / "rolled_back.json", marks, fsync=True)
+    _point_at(root, restored)
+    return current, restored
+
+
+def promote_by_hand(root: Path, export: Path, reason: str = "") -> dict:
+    """`gur promote`: make a model folder the champion under the root lock, recorded as `manual` (a rolled-back
+    export may come back this way, and a night may then keep it)."""
+    export = Path(export).resolve()
+    if not (export / "modules.json").exists() and not (export / "config.json").exists():
+        raise FileNotFoundError(f"{export}: not a model folder (no modules.json or config.json)")
+    with root_lock(root, "gur promote"):
+        before = read_champion(root)
+        pointer = set_champion(root, {"export": str(export), "method": "manual", "metrics": {}})
+        marks = rolled_back(root)
+        if marks.pop(str(export), None) is not None:
+            atomic_write_json(models_dir(root) / "rolled_back.json", marks, fsync=True)
+        record_decision(
+            root,
+            {
+                "decision": "manual",
+                "reason": reason or "promoted by hand (gur promote)",
+                "candidate": str(export),
+                "champion": before["export"] if before else None,
+            },
+        )
+    return pointer
+
+
+def roll_back(root: Path) -> tuple[dict, dict]:
+    """`gur rollback`: `rollback` under the root lock, recorded."""
+    with root_lock(root, "gur rollback"):
+        current, restored = rollback(root)
+        record_decision(
+            root,
+            {
+                "decision": "rollback",
+                "reason": f"champion #{current['number']} rolled back to #{restored['number']}",
+                "candidate": restored["export"],
+                "champion": current["export"],
+            },
+        )
     return current, restored
 
 
@@ -109,27 +220,55 @@ class Decision:
 
 
 def gate(
-    candidate: dict[str, float], champion: dict[str, float], primary: str, margin: float, guards: dict[str, float]
+    candidate: dict[str, float],
+    champion: dict[str, float],
+    primary: str,
+    margin: float,
+    guards: dict[str, float],
+    test: PairedTest | None,
+    overlap: int | None = 0,
 ) -> Decision:
-    """Promote iff candidate[primary] >= champion[primary] + margin and no guard drops by more than allowed."""
+    """Promote iff the suite shares no text with the candidate's training input (`overlap` 0), the paired
+    `test` of the primary metric shows a gain above its noise (interval low end > margin, p-value <
+    1 - confidence) and no guard drops by more than allowed. An unknown overlap (None) or a missing
+    metric or test refuses."""
+    if overlap is None or overlap > 0:
+        what = "an unknown number of" if overlap is None else str(overlap)
+        return Decision(False, f"the suite shares {what} texts with the candidate's training input")
     for name in (primary, *guards):
         missing = [who for who, values in (("candidate", candidate), ("champion", champion)) if name not in values]
         if missing:
             return Decision(False, f"{name} was not measured for the {' and '.join(missing)}")
-    gain = candidate[primary] - champion[primary]
-    if gain < margin:
-        return Decision(
-            False, f"{primary} {candidate[primary]:.4f} vs {champion[primary]:.4f}: gain {gain:+.4f} < {margin}"
-        )
+    if test is None:
+        return Decision(False, f"{primary}: no per-query values, so no paired test")
+    alpha = 1.0 - test.confidence
+    shown = (
+        f"{primary} {candidate[primary]:.4f} vs {champion[primary]:.4f}: gain {test.gain:+.4f}, "
+        f"{test.confidence:.0%} interval [{test.low:+.4f}, {test.high:+.4f}], p = {test.p_value:.4f} "
+        f"over {test.n} queries"
+    )
+    if test.low <= margin:
+        return Decision(False, f"{shown}: the interval does not clear the margin {margin}")
+    if test.p_value >= alpha:
+        return Decision(False, f"{shown}: p >= {alpha:.2f}")
     for name, allowed in guards.items():
         drop = champion[name] - candidate[name]
         if drop > allowed:
             return Decision(
                 False, f"guard {name} drops {drop:.4f} ({champion[name]:.4f} -> {candidate[name]:.4f}) > {allowed}"
             )
+    return Decision(True, f"{shown}; guards hold")
+
+
+def refuse_rolled_back(root: Path, candidate: str, decision: Decision) -> Decision:
+    """A night never promotes an export that `gur rollback` took back (`gur promote` still can)."""
+    mark = rolled_back(root).get(candidate)
+    if not decision.promote or mark is None:
+        return decision
     return Decision(
-        True,
-        f"{primary} {candidate[primary]:.4f} vs {champion[primary]:.4f} (gain {gain:+.4f} >= {margin}); guards hold",
+        False,
+        f"{decision.reason}; but this export was rolled back (champion #{mark['number']}): "
+        "only `gur promote` brings it back",
     )
 
 

@@ -10,24 +10,34 @@
     [train]
     method = "tfcsg"             # tfcsg (warm-starts from the champion) or gur
     init_from = ""               # the first night's encoder ("" = the shipped MiniLM)
-    preset = "auto"              # tfcsg: paper / cpu / auto; gur: tiny / small
+    preset = "auto"              # tfcsg: paper / cpu / auto (= cpu, the measured one); gur: tiny / small
     steps = 0                    # 0: the preset's length
     options = {}                 # any TrainConfig field, e.g. {lr = 3e-5}
 
     [keywords]                   # tfcsg: GSDMM on the corpus
     k = 30
 
-    [evaluate]                   # the frozen suite both models are scored on (without the section:
-                                 # ../shared/data StackOverflow titles and STS-B en dev)
-    stackoverflow = ""           # question TSV with tags ("" = none)
-    stsb = []                    # STS-B CSVs
+    [evaluate]                   # the suite both models are scored on; never text the candidate trained on
+    holdout = 0.2                # share of the corpus's labelled rows held out for the gate (0: off)
+    holdout_seed = 0
+    label_field = "tag"          # the corpus is labelled when every file has this column
+    stackoverflow = ""           # or a question TSV with tags you name (then holdout is not used)
+    stsb = ["../shared/data/stsb/stsb-en-train.csv"]   # STS-B CSVs (the guard's; dev stays for reporting)
     beir = []                    # BEIR folders
     question_queries = 0
 
     [gate]
-    primary = "stackoverflow-train/question_retrieval/precision@1"
-    margin = 0.0                 # the candidate must beat the champion by at least this
-    guards = {"stsb-en-dev/sts/spearman" = 0.01}   # metric -> allowed drop
+    primary = "stackoverflow-holdout/question_retrieval/precision@1"
+    margin = 0.0                 # the gain's whole interval must lie above this
+    confidence = 0.95            # of the paired test: bootstrap interval and permutation p-value
+    guards = {"stsb-en-train/sts/spearman" = 0.01}   # metric -> allowed drop
+
+With `holdout`, the candidate trains on the corpus minus a seeded hash-based share of its labelled
+rows and the gate scores that share (tasks/nightly/holdout.py); a corpus without labels needs a
+suite named in `stackoverflow`. The gate refuses a suite that overlaps the candidate's training input.
+The gate promotes only when the primary metric's gain over the champion, query by query, is larger
+than its noise (tasks/nightly/significance.py): the lower end of its bootstrap interval above the
+margin and the permutation p-value below 1 - confidence; and no guard drops more than allowed.
 
 Metric names are `dataset/task/metric[@k]` as in the `metrics` view (`gur sql "SELECT DISTINCT
 dataset, task, metric, k FROM metrics"`).
@@ -45,8 +55,8 @@ from tasks.keywords.filter import KeywordsConfig
 
 CONFIG_NAME = "nightly.toml"
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-DEFAULT_STACKOVERFLOW = SHARED_DATA / "stackoverflow" / "train.tsv"
-DEFAULT_STSB = SHARED_DATA / "stsb" / "stsb-en-dev.csv"
+DEFAULT_STSB = SHARED_DATA / "stsb" / "stsb-en-train.csv"  # the guard's set: STS-B dev is the reported one
+DEFAULT_GUARDS = {"stsb-en-train/sts/spearman": 0.01}
 SECTIONS = ("corpus", "train", "keywords", "evaluate", "gate")
 
 
@@ -76,17 +86,21 @@ class KeywordsSection:
 
 @dataclass(frozen=True)
 class EvaluateSection:
+    holdout: float = 0.2
+    holdout_seed: int = 0
+    label_field: str = "tag"
     stackoverflow: str = ""
-    stsb: list[str] = field(default_factory=list)
+    stsb: list[str] = field(default_factory=lambda: [str(DEFAULT_STSB)])
     beir: list[str] = field(default_factory=list)
     question_queries: int = 0
 
 
 @dataclass(frozen=True)
 class GateSection:
-    primary: str = "stackoverflow-train/question_retrieval/precision@1"
+    primary: str = "stackoverflow-holdout/question_retrieval/precision@1"
     margin: float = 0.0
-    guards: dict[str, float] = field(default_factory=dict)
+    confidence: float = 0.95
+    guards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_GUARDS))
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,16 @@ def _absolute(path: str, base: Path) -> str:
     return str((base / path).resolve()) if path else ""
 
 
+def suite_labels(evaluate: EvaluateSection) -> list[str]:
+    """The dataset names the suite's metrics carry (`dataset/task/metric[@k]`)."""
+    from tasks.evaluate.suite import DatasetSpec
+
+    question = [DatasetSpec("stackoverflow", evaluate.stackoverflow).label] if evaluate.stackoverflow else []
+    holdout = ["stackoverflow-holdout"] if evaluate.holdout and not evaluate.stackoverflow else []
+    sets = [DatasetSpec("stsb", p).label for p in evaluate.stsb]
+    return question + holdout + sets + [DatasetSpec("beir", p).label for p in evaluate.beir]
+
+
 def load_nightly_config(path: str | Path) -> NightlyConfig:
     source = Path(path).resolve()
     if not source.exists():
@@ -135,19 +159,33 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
     if train.method not in ("tfcsg", "gur"):
         raise ValueError(f"{source}: [train] method must be 'tfcsg' or 'gur', not {train.method!r}")
     train = TrainSection(**{**train.__dict__, "init_from": _absolute(train.init_from, base)})
-    if "evaluate" in data:
-        evaluate = _section(EvaluateSection, data["evaluate"], "evaluate", source)
-        evaluate = EvaluateSection(
-            stackoverflow=_absolute(evaluate.stackoverflow, base),
-            stsb=[_absolute(p, base) for p in evaluate.stsb],
-            beir=[_absolute(p, base) for p in evaluate.beir],
-            question_queries=evaluate.question_queries,
+    evaluate = _section(EvaluateSection, data.get("evaluate", {}), "evaluate", source)
+    evaluate = EvaluateSection(
+        **{
+            **evaluate.__dict__,
+            "stackoverflow": _absolute(evaluate.stackoverflow, base),
+            "stsb": [p if Path(p).is_absolute() else _absolute(p, base) for p in evaluate.stsb],
+            "beir": [_absolute(p, base) for p in evaluate.beir],
+        }
+    )
+    if not 0.0 <= evaluate.holdout < 1.0:
+        raise ValueError(f"{source}: [evaluate] holdout must be a share in [0, 1), not {evaluate.holdout}")
+    if not (evaluate.stackoverflow or evaluate.holdout):
+        raise ValueError(
+            f"{source}: [evaluate] needs a question suite: holdout > 0 (a share of the corpus's labelled rows) "
+            "or stackoverflow = a labelled TSV the candidate does not train on"
         )
-    else:  # the default suite: the StackOverflow titles and STS-B en dev beside the repository
-        evaluate = EvaluateSection(stackoverflow=str(DEFAULT_STACKOVERFLOW), stsb=[str(DEFAULT_STSB)])
-    if not (evaluate.stackoverflow or evaluate.stsb or evaluate.beir):
-        raise ValueError(f"{source}: [evaluate] names no set (stackoverflow, stsb or beir)")
     gate = _section(GateSection, data.get("gate", {}), "gate", source)
+    if not 0.5 <= gate.confidence < 1.0:
+        raise ValueError(f"{source}: [gate] confidence must be in [0.5, 1), not {gate.confidence}")
+    suite = set(suite_labels(evaluate))
+    for name in (gate.primary, *gate.guards):
+        if name.split("/", 1)[0] not in suite:
+            key = "primary" if name == gate.primary else "guards"
+            raise ValueError(
+                f"{source}: [gate] {key} {name!r} names a dataset the suite does not score "
+                f"(it scores: {', '.join(sorted(suite))})"
+            )
     return NightlyConfig(
         source=str(source),
         corpus=corpus,

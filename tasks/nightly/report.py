@@ -8,8 +8,9 @@ from typing import Any
 
 from storage.fingerprint import fingerprint
 from storage.progress import current_logger
-from storage.stage_output import ref_dir
+from storage.stage_output import ref_dir, ref_manifest
 from tasks.nightly.config import NightlyConfig
+from tasks.nightly.significance import PairedTest
 
 
 def metric_key(row: dict[str, Any]) -> str:
@@ -33,12 +34,94 @@ def metrics_by_model(root: Path, metrics_ref: dict[str, str]) -> dict[str, dict[
     return out
 
 
+def primary_evidence(
+    root: Path, units: list[dict[str, str]], primary: str, candidate: str, champion: str
+) -> dict[str, Any]:
+    """What the paired test and the overlap check read from the evaluation units of the primary metric's
+    dataset: each model's per-query values (aligned by query, None when missing or when the two units
+    scored different texts), the candidate's overlap with its training input (None: unknown) and the
+    suite's texts fingerprint."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from tasks.evaluate.suite import DatasetSpec
+    from tasks.evaluate.task import QUERIES
+
+    dataset, task, metric = primary.split("/", 2)
+    metric, _, k = metric.partition("@")
+    found: dict[str, tuple[dict, dict[int, float]]] = {}
+    for ref in units:
+        manifest = ref_manifest(root, ref)
+        model = manifest["inputs"]["model"]
+        if model not in (candidate, champion) or DatasetSpec(**manifest["inputs"]["dataset"]).label != dataset:
+            continue
+        values: dict[int, float] = {}
+        path = ref_dir(root, ref) / QUERIES
+        if path.exists():
+            for row in pq.read_table(path).to_pylist():
+                if row["task"] == task and row["metric"] == metric and row["k"] == (int(k) if k else None):
+                    values[row["query"]] = row["value"]
+        found[model] = (manifest, values)
+    cand, champ = found.get(candidate, ({}, {})), found.get(champion, ({}, {}))
+    same_texts = cand[0].get("texts_fingerprint") and cand[0].get("texts_fingerprint") == champ[0].get(
+        "texts_fingerprint"
+    )
+    queries = sorted(cand[1]) if same_texts and cand[1] and sorted(cand[1]) == sorted(champ[1]) else []
+    return {
+        "candidate": np.array([cand[1][q] for q in queries]) if queries else None,
+        "champion": np.array([champ[1][q] for q in queries]) if queries else None,
+        "overlap": (cand[0].get("overlap") or {}).get("overlap"),
+        "suite_fingerprint": cand[0].get("texts_fingerprint"),
+    }
+
+
+def judge(
+    root: Path, units: list[dict[str, str]], metrics: dict, gate_cfg, candidate: str, champion: str
+) -> tuple[Any, dict[str, Any], PairedTest | None]:
+    """(the gate's Decision, the evidence it read, the paired test) for one night; an export that was rolled
+    back is refused whatever its numbers (only `gur promote` brings it back)."""
+    from tasks.nightly.champion import gate, refuse_rolled_back
+    from tasks.nightly.significance import paired_test
+
+    g = gate_cfg
+    evidence = primary_evidence(root, units, g.primary, candidate, champion)
+    test = None
+    if evidence["candidate"] is not None:
+        test = paired_test(evidence["candidate"], evidence["champion"], g.confidence)
+    cand, champ = metrics.get(candidate, {}), metrics.get(champion, {})
+    decision = gate(cand, champ, g.primary, g.margin, g.guards, test, evidence["overlap"])
+    decision = refuse_rolled_back(root, candidate, decision)
+    return decision, evidence, test
+
+
+def test_columns(test: PairedTest | None) -> dict[str, float | int | None]:
+    """The paired test's columns of a `promotions` row."""
+    if test is None:
+        return {}
+    return {
+        "gain": test.gain,
+        "gain_low": test.low,
+        "gain_high": test.high,
+        "p_value": test.p_value,
+        "confidence": test.confidence,
+        "queries": test.n,
+    }
+
+
 def training_settings(cfg: NightlyConfig) -> str:
     """What, besides the data, decides the candidate: a new value here means something new to train."""
     return fingerprint("nightly-train", "v1", {"train": cfg.train, "keywords": cfg.keywords})
 
 
-def decision_markdown(decision: str, reason: str, candidate: str, champion: str, metrics: dict, names: list) -> str:
+def decision_markdown(
+    decision: str,
+    reason: str,
+    candidate: str,
+    champion: str,
+    metrics: dict,
+    names: list,
+    test: PairedTest | None = None,
+) -> str:
     lines = [
         f"# nightly-retrain: **{decision}**",
         "",
@@ -47,6 +130,11 @@ def decision_markdown(decision: str, reason: str, candidate: str, champion: str,
         f"- candidate: `{candidate}`",
         f"- champion: `{champion}`",
     ]
+    if test is not None:
+        lines.append(
+            f"- primary gain {test.gain:+.4f}, {test.confidence:.0%} interval [{test.low:+.4f}, {test.high:+.4f}], "
+            f"p = {test.p_value:.4f} (paired, {test.n} queries)"
+        )
     if names:
         lines += ["", "| metric | candidate | champion |", "|---|---|---|"]
         cand, champ = metrics.get(candidate, {}), metrics.get(champion, {})

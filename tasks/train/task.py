@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -54,6 +55,14 @@ def train_fingerprint(source: dict[str, str], config: dict[str, Any]) -> str:
         k: v for k, v in full.items() if k not in RUNTIME_KEYS and not (k in LATER_FIELDS and v == LATER_FIELDS[k])
     }
     return fingerprint("train", TRAIN_CODE_VERSION, hashed, [source["fingerprint"]])
+
+
+def check_fingerprint(value: str | None, option: str = "--keywords") -> str | None:
+    """A stage fingerprint as `fingerprint()` writes it (16 hex digits), or None; nothing else: the value
+    becomes a path under the data root, so `../x` or `/tmp/x` must never reach it."""
+    if value is not None and not re.fullmatch(r"[0-9a-f]{16}", value or ""):
+        raise ValueError(f"{option}: {value!r} is not a fingerprint (16 hex digits, as `gur catalog` lists them)")
+    return value
 
 
 def file_ref(path: str | Path) -> dict[str, str]:

@@ -1,0 +1,77 @@
+"""Did a model train on the texts it is scored on? The texts' fingerprint and their overlap with its training input.
+
+A model folder made by `train` is `<root>/train/<fingerprint>/export`; the run's manifest names its
+input (a `keywords` or `shuffle` output). Its texts (`text`, or the pair sides `a` and `b`) are
+compared with the evaluation's texts after `normalize`. Other models (baselines, downloaded
+encoders, SimCSE on a plain file) have no known training input: their overlap is unknown (None).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from storage.fingerprint import fingerprint
+from storage.layout import MANIFEST
+from tasks.evaluate.data import LabelledTexts, RetrievalSet, SimilarityPairs
+
+TEXT_COLUMNS = ("text", "a", "b")
+
+
+def normalize(text: str) -> str:
+    """Case and spacing do not make a text new."""
+    return " ".join(str(text).lower().split())
+
+
+def suite_texts(data: LabelledTexts | SimilarityPairs | RetrievalSet) -> list[str]:
+    """The texts an evaluation scores, in dataset order."""
+    if isinstance(data, LabelledTexts):
+        return list(data.texts)
+    if isinstance(data, SimilarityPairs):
+        return [*data.a, *data.b]
+    return [*data.queries, *data.docs]
+
+
+def texts_fingerprint(texts: list[str]) -> str:
+    """One hash of the texts in order: two evaluations with the same value scored the same texts."""
+    return fingerprint("texts", "v1", texts)
+
+
+def training_input(model: str) -> tuple[str, list[Path]] | None:
+    """(`<stage>/<fingerprint>`, its Parquet files) a `train` export learned from, or None when unknown."""
+    export = Path(model)
+    manifest_path = export.parent / MANIFEST
+    if export.name != "export" or not manifest_path.exists():
+        return None
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    upstream = manifest.get("upstream") or []
+    if not upstream:
+        return None
+    ref = upstream[0]
+    folder = export.parents[2] / ref["path"]  # <root>/train/<fp>/export -> <root>/<stage>/<fp>
+    return ref["path"], sorted(folder.rglob("part-*.parquet"))
+
+
+def training_texts(files: list[Path]) -> set[str]:
+    import pyarrow.parquet as pq
+
+    texts: set[str] = set()
+    for path in files:
+        names = set(pq.read_schema(path).names)
+        columns = [c for c in TEXT_COLUMNS if c in names]
+        if columns:
+            table = pq.read_table(path, columns=columns)
+            for column in columns:
+                texts.update(normalize(t) for t in table.column(column).to_pylist() if t is not None)
+    return texts
+
+
+def overlap(model: str, texts: list[str]) -> dict[str, object]:
+    """How many of `texts` (distinct, normalized) the model's training input holds: `{"training_input",
+    "texts", "overlap"}`, with `overlap` None when the model's training input is unknown."""
+    distinct = {normalize(t) for t in texts}
+    found = training_input(model)
+    if found is None:
+        return {"training_input": None, "texts": len(distinct), "overlap": None}
+    name, files = found
+    return {"training_input": name, "texts": len(distinct), "overlap": len(distinct & training_texts(files))}

@@ -1,0 +1,77 @@
+"""A planted `_manifest.json` cannot turn a catalog refresh against its user: a table name holding SQL
+runs nothing, a glob that leaves its stage folder reads nothing, and the manifest is skipped with a
+warning that names it while every other output still gets its views."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from storage.catalog import quote_name, refresh_catalog, unsafe_tables
+
+
+def stage(root: Path, name: str, tables: dict, rows: int = 2) -> Path:
+    folder = root / name / "0123456789abcdef"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"x": list(range(rows))}), folder / "part-00000.parquet")
+    (folder / "_manifest.json").write_text(json.dumps({"stage": name, "tables": tables, "finished_at": 1.0}))
+    return folder
+
+
+def views(root: Path) -> dict[str, int]:
+    with duckdb.connect(str(root / "catalog.duckdb"), read_only=True) as con:
+        names = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'")
+        return {n: con.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for (n,) in names.fetchall()}
+
+
+def test_a_statement_in_a_table_name_runs_nothing(tmp_path, caplog):
+    root, planted = tmp_path / "data", tmp_path / "pwned.csv"
+    stage(root, "good", {"good_rows": "part-*.parquet"})
+    evil = f"x\" AS SELECT 1; COPY (SELECT 42 AS x) TO '{planted}' (HEADER); --"
+    folder = stage(root, "evil", {evil: "part-*.parquet"})
+    with caplog.at_level(logging.WARNING, logger="storage.catalog"):
+        refresh_catalog(root)
+    assert not planted.exists()
+    assert views(root) == {"good_rows": 2}
+    assert str(folder / "_manifest.json") in caplog.text and "is not [A-Za-z0-9_]+" in caplog.text
+
+
+@pytest.mark.parametrize("pattern", ["../../outside/*.parquet", "{outside}/*.parquet", "link/*.parquet"])
+def test_a_glob_that_leaves_its_stage_folder_reads_nothing(tmp_path, caplog, pattern):
+    root, outside = tmp_path / "data", tmp_path / "outside"
+    outside.mkdir()
+    pq.write_table(pa.table({"secret": ["s3cr3t"] * 5}), outside / "part-00000.parquet")
+    stage(root, "good", {"good_rows": "part-*.parquet"})
+    folder = stage(root, "evil", {"leak": pattern.format(outside=outside)})
+    (folder / "link").symlink_to(outside)
+    with caplog.at_level(logging.WARNING, logger="storage.catalog"):
+        refresh_catalog(root)
+    assert views(root) == {"good_rows": 2}
+    assert str(folder / "_manifest.json") in caplog.text
+
+
+def test_names_and_globs_by_hand(tmp_path):
+    assert unsafe_tables(tmp_path, {"tables": {"shards_short": "short/part-*.parquet"}}) == ""
+    assert "not [A-Za-z0-9_]+" in unsafe_tables(tmp_path, {"tables": {"a\n": "x"}})
+    assert "inside the stage folder" in unsafe_tables(tmp_path, {"tables": {"a": "/etc/*"}})
+    assert quote_name("wiki_1a2b3c4d") == '"wiki_1a2b3c4d"'
+    with pytest.raises(ValueError, match="not a catalog name"):
+        quote_name('main"; DROP')
+
+
+@pytest.mark.parametrize("value", ["../../tmp/planted", "/tmp/planted", "0123456789abcdef/..", "keywords"])
+def test_keywords_takes_a_fingerprint_only(tmp_path, capsys, value):
+    from flows.train import question_source
+    from gur_cli import main
+
+    with pytest.raises(ValueError, match="is not a fingerprint"):
+        question_source(tmp_path, value, None, "tfcsg")
+    assert main(["--root", str(tmp_path), "train", "--method", "tfcsg", "--keywords", value]) == 1
+    assert "is not a fingerprint" in capsys.readouterr().err
+    assert not (tmp_path / ".prefect").exists()  # refused before anything started
