@@ -33,7 +33,15 @@ from storage.stage_output import ref_dir
 from tasks.nightly.champion import read_champion, record_decision, root_lock, set_champion
 from tasks.nightly.config import CONFIG_NAME, NightlyConfig, load_nightly_config
 from tasks.nightly.holdout import gate_suite
-from tasks.nightly.report import decision_markdown, judge, metrics_by_model, publish, test_columns, training_settings
+from tasks.nightly.report import (
+    decision_markdown,
+    judge,
+    metrics_by_model,
+    night_data,
+    publish,
+    test_columns,
+    training_settings,
+)
 from tasks.runtime.catalog import update_catalog
 
 
@@ -103,14 +111,15 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     started = time.time()
     cfg, suite = gate_suite(cfg, base)
     data = data_stages(cfg, base)
+    night = night_data(base, data, started)
     champion = read_champion(base)
     settings = training_settings(cfg)
     if champion and champion.get("data") == data and champion.get("settings") == settings:
         reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
-        row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name}
+        row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name, **night}
         record_decision(base, row)
         update_catalog(str(base), [data])
-        publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, []))
+        publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, [], night=night))
         print(f"{reason}; {time.time() - started:.1f} s")
         return row
 
@@ -159,6 +168,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         "suite_fingerprint": evidence["suite_fingerprint"],
         "overlap": evidence["overlap"],
         **test_columns(test),
+        **night,
     }
     if decision.promote:
         pointer = {
@@ -175,7 +185,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     record_decision(base, row)
     update_catalog(str(base), [data, ref, result["metrics"]])
     names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))
-    publish(decision_markdown(verdict, reason, candidate, reference, metrics, names, test))
+    publish(decision_markdown(verdict, reason, candidate, reference, metrics, names, test, night))
     print(f"{verdict}: {reason}; {time.time() - started:.0f} s")
     print(json.dumps({k: v for k, v in row.items() if k.endswith("metrics")}, indent=1))
     return row

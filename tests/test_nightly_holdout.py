@@ -41,12 +41,18 @@ def test_split_is_disjoint_seeded_and_readable_by_the_evaluation(tmp_path):
 def test_a_text_stays_on_its_side_as_the_corpus_grows_and_case_does_not_move_it(tmp_path):
     (tmp_path / "c").mkdir()
     write_tsv(tmp_path / "c" / "a.tsv", ROWS[:60])
-    _, first, _ = split_corpus(tmp_path / "c", HoldoutConfig(), tmp_path / "data")
+    train, first, _ = split_corpus(tmp_path / "c", HoldoutConfig(), tmp_path / "data")
+    first_titles, first_train = titles(first), (train / "a.tsv").read_bytes()
     write_tsv(
         tmp_path / "c" / "b.tsv", [(i, t.upper(), g) for i, t, g in ROWS[60:]] + [("x", ROWS[0][1].upper(), "git")]
     )
-    train, second, _ = split_corpus(tmp_path / "c", HoldoutConfig(), tmp_path / "data")
-    assert set(titles(first)) <= set(titles(second))
+    again, second, _ = split_corpus(tmp_path / "c", HoldoutConfig(), tmp_path / "data")
+    assert set(first_titles) < set(titles(second))
+    # The split is kept up to date in place: the same folder, and a file that did not change is not rewritten.
+    assert again == train and (train / "a.tsv").read_bytes() == first_train
+    (tmp_path / "c" / "a.tsv").unlink()  # a file that leaves the corpus leaves both sides
+    split_corpus(tmp_path / "c", HoldoutConfig(), tmp_path / "data")
+    assert not (train / "a.tsv").exists() and not set(first_titles) & set(titles(second))
     trained = {t.lower() for f in train.iterdir() for t in titles(f)}
     assert not trained & {t.lower() for t in titles(second)}
 

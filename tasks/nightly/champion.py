@@ -61,6 +61,14 @@ PROMOTION_SCHEMA = pa.schema(
         ("suite_fingerprint", pa.string()),  # of the texts the primary metric scored
         ("overlap", pa.int64()),  # of those texts, how many the candidate trained on
         ("error", pa.string()),  # a failed night's error
+        # what the night's data stages found and did (`tasks/nightly/report.py: night_data`)
+        ("files_new", pa.int64()),
+        ("files_changed", pa.int64()),
+        ("files_removed", pa.int64()),
+        ("documents_new", pa.int64()),
+        ("documents_removed", pa.int64()),
+        ("rejects_new", pa.int64()),
+        ("recomputed", pa.string()),  # each stage: built (and what it computed or reused) or cached
     ]
 )
 

@@ -10,8 +10,16 @@ side is one `holdout.tsv` (`id`, `title`, `tag`: what `load_stackoverflow` reads
 A corpus is labelled when every file is a `.tsv`, `.csv` or `.jsonl` file with the label column;
 otherwise `split_corpus` returns None and the user names a suite (`[evaluate] stackoverflow`).
 
-    <root>/holdout/<fingerprint>/train/<file>   the corpus without the held-out rows
-    <root>/holdout/<fingerprint>/holdout.tsv    the held-out rows with labels
+The split is a mirror of the corpus kept up to date file by file, at one place per corpus and
+config: a night rewrites only the files that are new or changed (by content digest) and deletes
+those that left, so the training folder keeps its path from night to night (the ingest then
+reads only the new files and reports what changed since the last night, see
+`tasks/ingest/folder.py`).
+
+    <root>/holdout/<fingerprint>/train/<file>        the corpus without the held-out rows
+    <root>/holdout/<fingerprint>/parts/<file>.tsv    each file's held-out rows
+    <root>/holdout/<fingerprint>/holdout.tsv         all held-out rows with labels, in file order
+    <root>/holdout/<fingerprint>/_index.json         file -> content digest and counts (written last)
 """
 
 from __future__ import annotations
@@ -23,13 +31,14 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from storage.fingerprint import content_signature, fingerprint
-from storage.stage_output import StageOutput
+from storage.fingerprint import fingerprint
+from storage.layout import TMP_DIR
 from tasks.evaluate.overlap import normalize
 from tasks.nightly.config import NightlyConfig
 
 HOLDOUT_CODE_VERSION = "holdout-v1"
 HOLDOUT_FILE = "holdout.tsv"
+INDEX = "_index.json"
 DELIMITERS = {".tsv": "\t", ".csv": ","}
 
 
@@ -64,53 +73,72 @@ def _rows(path: Path) -> tuple[list[str], list[dict]] | None:
     return None
 
 
-def _write(path: Path, columns: list[str], rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix in DELIMITERS:
-        with open(path, "w", encoding="utf-8", newline="") as f:
-            writer = csv.DictWriter(f, columns, delimiter=DELIMITERS[path.suffix], lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
-    else:
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+def _write(path: Path, columns: list[str], rows: list[dict], tmp_dir: Path | None = None) -> None:
+    """Replace `path` atomically (the temporary in `tmp_dir`, outside the folder the ingest reads): a night
+    killed mid-write never leaves half a file, nor a stray temporary, in the training corpus."""
+    from storage.atomic import atomic_path
+
+    with atomic_path(path, tmp_dir=tmp_dir) as tmp:
+        if path.suffix in DELIMITERS:
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                writer = csv.DictWriter(f, columns, delimiter=DELIMITERS[path.suffix], lineterminator="\n")
+                writer.writeheader()
+                writer.writerows(rows)
+        else:
+            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
 
 
 def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> tuple[Path, Path, dict] | None:
     """(training corpus, held-out TSV, counts) under `<root>/holdout/<fingerprint>/`, or None when the corpus is
-    not labelled. The folder is keyed by the corpus's content and the config: an unchanged corpus is a cache hit."""
-    files = corpus_files(corpus)
-    tables = {p: _rows(p) for p in files}
+    not labelled. The folder is keyed by the corpus's path and the config; files whose bytes did not change
+    since the last call are not read again."""
+    from storage.atomic import atomic_write_json
+    from tasks.ingest.folder import file_digest
+
+    corpus = Path(corpus).resolve()
+    files = {(p.name if corpus.is_file() else p.relative_to(corpus).as_posix()): p for p in corpus_files(corpus)}
+    folder = (
+        Path(root)
+        / "holdout"
+        / fingerprint("holdout", HOLDOUT_CODE_VERSION, {"config": config, "corpus": str(corpus)})
+    )
+    index_path = folder / INDEX
+    index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.exists() else {}
+    digests = {rel: file_digest(path) for rel, path in files.items()}
+    changed = {rel for rel in files if (index.get(rel) or {}).get("digest") != digests[rel]}
+    tables = {rel: _rows(files[rel]) for rel in sorted(changed)}
     if not files or any(t is None or config.label_field not in t[0] for t in tables.values()):
         return None
-    fp = fingerprint("holdout", HOLDOUT_CODE_VERSION, {"config": config, "corpus": content_signature(corpus)})
-    out = StageOutput.open(root, "holdout", fp)
-    train = out.dir / "train" / (corpus.name if corpus.is_file() else "")
-    if out.complete:
-        counts = json.loads((out.dir / "_manifest.json").read_text(encoding="utf-8"))["rows"]
-        return train if corpus.is_file() else train.parent, out.dir / HOLDOUT_FILE, counts
-    gate_rows, kept = [], 0
-    for path, (columns, rows) in tables.items():
-        keep = []
-        for row in rows:
-            text, label = row.get(config.text_field) or "", row.get(config.label_field) or ""
-            if text and label and held_out(text, config.share, config.seed):
-                gate_rows.append({"id": row.get(config.id_field, len(gate_rows)), "title": text, "tag": label})
-            else:
-                keep.append(row)
-        kept += len(keep)
-        _write(train if corpus.is_file() else out.dir / "train" / path.relative_to(corpus), columns, keep)
-    _write(out.dir / HOLDOUT_FILE, ["id", "title", "tag"], gate_rows)
-    counts = {"train": kept, "holdout": len(gate_rows)}
-    out.finish(
-        code_version=HOLDOUT_CODE_VERSION,
-        config=config,
-        inputs={"corpus": str(corpus)},
-        upstream=[],
-        tables={},
-        rows=counts,
-        drops={},
-    )
-    return train if corpus.is_file() else out.dir / "train", out.dir / HOLDOUT_FILE, counts
+    for rel in sorted(changed):
+        columns, rows = tables[rel]
+        keep, gate = split_rows(rows, config)
+        _write(folder / "train" / rel, columns, keep, folder / TMP_DIR)
+        _write(folder / "parts" / f"{rel}.tsv", ["id", "title", "tag"], gate, folder / TMP_DIR)
+        index[rel] = {"digest": digests[rel], "train": len(keep), "holdout": len(gate)}
+    for rel in sorted(set(index) - set(files)):  # files that left the corpus
+        (folder / "train" / rel).unlink(missing_ok=True)
+        (folder / "parts" / f"{rel}.tsv").unlink(missing_ok=True)
+        del index[rel]
+    suite = folder / HOLDOUT_FILE
+    if changed or set(index) != set(files) or not suite.exists():
+        gate_rows = [row for rel in sorted(index) for row in _rows(folder / "parts" / f"{rel}.tsv")[1]]
+        _write(suite, ["id", "title", "tag"], gate_rows, folder / TMP_DIR)
+        atomic_write_json(index_path, index)
+    counts = {"train": sum(v["train"] for v in index.values()), "holdout": sum(v["holdout"] for v in index.values())}
+    train = folder / "train"
+    return (train / corpus.name if corpus.is_file() else train), suite, counts
+
+
+def split_rows(rows: list[dict], config: HoldoutConfig) -> tuple[list[dict], list[dict]]:
+    """(rows to train on, held-out rows as `id`, `title`, `tag`) of one file."""
+    keep, gate = [], []
+    for row in rows:
+        text, label = row.get(config.text_field) or "", row.get(config.label_field) or ""
+        if text and label and held_out(text, config.share, config.seed):
+            gate.append({"id": row.get(config.id_field, len(gate)), "title": text, "tag": label})
+        else:
+            keep.append(row)
+    return keep, gate
 
 
 def gate_suite(cfg: NightlyConfig, base: Path) -> tuple[NightlyConfig, str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from storage.fingerprint import fingerprint
 from storage.progress import current_logger
-from storage.stage_output import ref_dir, ref_manifest
+from storage.stage_output import ref_complete, ref_dir, ref_manifest
 from tasks.nightly.config import NightlyConfig
 from tasks.nightly.significance import PairedTest
 
@@ -113,6 +113,49 @@ def training_settings(cfg: NightlyConfig) -> str:
     return fingerprint("nightly-train", "v1", {"train": cfg.train, "keywords": cfg.keywords})
 
 
+NIGHT_COUNTS = ("files_new", "files_changed", "files_removed", "documents_new", "documents_removed", "rejects_new")
+
+
+def night_data(root: Path, data: dict[str, str], since: float) -> dict[str, Any]:
+    """What the night's data stages found and did, from the manifests behind `data` (a keywords or shuffle
+    output): the corpus folder's delta since its previous build (files and documents new, changed, removed;
+    new rejects), and per stage whether it was built tonight (with the files read or reused, the shards
+    computed or linked) or came from cache. The counts are the `promotions` row's columns."""
+    stages, ref, found = [], data, {}
+    while ref and ref_complete(root, ref):
+        manifest = ref_manifest(root, ref)
+        built = float(manifest.get("finished_at", 0)) >= since
+        stages.append(f"{ref['stage']} {'built' if built else 'cached'}{_work(manifest) if built else ''}")
+        if ref["stage"] == "ingest":
+            found = manifest.get("delta") or {}
+            if not built:  # the corpus is as the build this night reused left it: nothing came in
+                found = dict.fromkeys(NIGHT_COUNTS, 0)
+        ref = (manifest.get("upstream") or [None])[0]
+    counts = {name: found.get(name) for name in NIGHT_COUNTS}
+    return {**counts, "recomputed": "; ".join(reversed(stages))}
+
+
+def _work(manifest: dict[str, Any]) -> str:
+    if work := manifest.get("file_work"):
+        return f" ({work['read']} files read, {work['reused']} reused)"
+    if work := manifest.get("shard_work"):
+        return f" ({work['computed']} shards computed, {work['linked']} linked)"
+    return ""
+
+
+def night_markdown(night: dict[str, Any]) -> list[str]:
+    """The decision artifact's lines on what the night brought."""
+    if all(night.get(name) is None for name in NIGHT_COUNTS):
+        return ["", f"- data: {night.get('recomputed') or 'not built'}"]
+    return [
+        "",
+        f"- corpus: {night['files_new']} new, {night['files_changed']} changed, {night['files_removed']} removed "
+        f"files; {night['documents_new']} documents in, {night['documents_removed']} out; "
+        f"{night['rejects_new']} new rejects",
+        f"- data: {night['recomputed']}",
+    ]
+
+
 def decision_markdown(
     decision: str,
     reason: str,
@@ -121,6 +164,7 @@ def decision_markdown(
     metrics: dict,
     names: list,
     test: PairedTest | None = None,
+    night: dict[str, Any] | None = None,
 ) -> str:
     lines = [
         f"# nightly-retrain: **{decision}**",
@@ -135,6 +179,8 @@ def decision_markdown(
             f"- primary gain {test.gain:+.4f}, {test.confidence:.0%} interval [{test.low:+.4f}, {test.high:+.4f}], "
             f"p = {test.p_value:.4f} (paired, {test.n} queries)"
         )
+    if night:
+        lines += night_markdown(night)
     if names:
         lines += ["", "| metric | candidate | champion |", "|---|---|---|"]
         cand, champ = metrics.get(candidate, {}), metrics.get(champion, {})
