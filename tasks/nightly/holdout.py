@@ -115,12 +115,13 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> tuple[Path,
         _write(folder / "train" / rel, columns, keep, folder / TMP_DIR)
         _write(folder / "parts" / f"{rel}.tsv", ["id", "title", "tag"], gate, folder / TMP_DIR)
         index[rel] = {"digest": digests[rel], "train": len(keep), "holdout": len(gate)}
-    for rel in sorted(set(index) - set(files)):  # files that left the corpus
+    removed = sorted(set(index) - set(files))
+    for rel in removed:  # files that left the corpus
         (folder / "train" / rel).unlink(missing_ok=True)
         (folder / "parts" / f"{rel}.tsv").unlink(missing_ok=True)
         del index[rel]
     suite = folder / HOLDOUT_FILE
-    if changed or set(index) != set(files) or not suite.exists():
+    if changed or removed or not suite.exists():
         gate_rows = [row for rel in sorted(index) for row in _rows(folder / "parts" / f"{rel}.tsv")[1]]
         _write(suite, ["id", "title", "tag"], gate_rows, folder / TMP_DIR)
         atomic_write_json(index_path, index)
