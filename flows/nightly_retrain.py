@@ -59,6 +59,7 @@ def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, str]:
             id_field=c.id_field,
             unit=cfg.keywords.unit,
             k=cfg.keywords.k,
+            warm_start=cfg.keywords.warm_start,
             root=str(base),
         )
     from flows.build_pairs import build_pairs
@@ -71,6 +72,16 @@ def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, str]:
         id_field=c.id_field,
         root=str(base),
     )["shards"]
+
+
+def replay_options(t: Any, champion: dict[str, Any] | None) -> dict[str, Any]:
+    """`[train] replay`: a TFCSG candidate trains on the questions new since the champion's keywords output
+    plus a seeded sample of the older ones (TrainConfig.replay_since / replay_ratio); the first night, and
+    a champion from another kind of input, train on everything."""
+    data = (champion or {}).get("data") or {}
+    if t.method != "tfcsg" or not t.replay or data.get("stage") != "keywords":
+        return {}
+    return {"replay_since": data["fingerprint"], "replay_ratio": t.replay}
 
 
 def run_name() -> str:
@@ -132,7 +143,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         preset=t.preset if t.preset != "auto" or t.method == "tfcsg" else None,
         steps=t.steps or None,
         init_from=init,
-        options=dict(t.options),
+        options={**t.options, **replay_options(t, champion)},
         root=str(base),
         **kwargs,
     )

@@ -40,6 +40,10 @@ class QuestionConfig:
     need_keywords: bool = True
     need_s2s: bool = False
     sampling: str = "random"  # random | topic-spread (see spread_order)
+    # Replay (a nightly candidate on a grown corpus): train on the rows `replay_source` (an earlier keywords
+    # output) does not hold, plus a seeded sample of those it holds, `replay_ratio` times as many as the new.
+    replay_source: str = ""
+    replay_ratio: float = 1.0
 
 
 @dataclass
@@ -120,6 +124,19 @@ def _norm(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
+def replay_rows(
+    rows: np.ndarray, keys: list[str], old: set[str], ratio: float, seed: int
+) -> tuple[np.ndarray, dict[str, int]]:
+    """The rows whose key is not in `old` (new since the earlier input), plus a seeded sample of the others,
+    `ratio` times as many as the new ones (all of them when there are fewer), in row order; and the counts."""
+    is_old = np.array([keys[i] in old for i in rows], dtype=bool)
+    new, previous = rows[~is_old], rows[is_old]
+    n = min(len(previous), round(ratio * len(new)))
+    sample = np.random.default_rng(seed).choice(previous, size=n, replace=False) if n else previous[:0]
+    chosen = np.sort(np.concatenate([new, sample]))
+    return chosen, {"new_rows": len(new), "replayed_rows": int(n), "old_rows": len(previous)}
+
+
 class QuestionData:
     """Tokenized rows, the train / held-out split and batch building; no state of its own."""
 
@@ -144,6 +161,10 @@ class QuestionData:
         held = np.array([is_heldout(k, config.heldout_fraction, config.seed) for k in q.keys], bool)
         self.train_rows = np.flatnonzero(~held)
         self.heldout_rows = np.flatnonzero(held)
+        self.replay = {}
+        if config.replay_source:
+            old = set(load_questions(config.replay_source, config.text_field).keys)
+            self.train_rows, self.replay = replay_rows(self.train_rows, q.keys, old, config.replay_ratio, config.seed)
         if len(self.train_rows) == 0:
             raise ValueError(f"{config.source}: no rows left to train on (heldout_fraction {config.heldout_fraction})")
 
@@ -158,6 +179,7 @@ class QuestionData:
             "heldout_rows": len(self.heldout_rows),
             "truncated_questions": self.truncated["questions"],
             "truncated_keywords": self.truncated["keywords"],
+            **self.replay,
         }
 
     def _pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:

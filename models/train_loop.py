@@ -118,6 +118,11 @@ class TrainConfig:
     losses: str = "kw+s2s"  # '+'-joined from cl, kl, s2s, kw
     negatives: str = "topic-masked"  # all | topic-masked
     sampling: str = "random"  # random | topic-spread: batches that spread each GSDMM topic evenly
+    # A nightly candidate on a grown corpus: train on the rows the keywords output `replay_since` (a fingerprint)
+    # does not hold plus a seeded sample of those it holds, `replay_ratio` times as many (models.question_data).
+    replay_since: str = ""
+    replay_ratio: float = 1.0
+    replay_source: str = ""  # the task sets it: the `replay_since` output's folder
     max_len: int = 32  # tokens of a question (and of its keyword sequence), [CLS] and [SEP] included
     batch_size: int = 64
     epochs: float = 0.0  # > 0: max_steps = the steps that show every training row this often
@@ -405,6 +410,8 @@ def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: boo
         need_keywords=bool({"kl", "s2s", "kw"} & set(losses)),
         need_s2s="s2s" in losses,
         sampling=cfg.sampling,
+        replay_source=cfg.replay_source,
+        replay_ratio=cfg.replay_ratio,
     )
     data = QuestionData(qcfg, tok)
     torch.manual_seed(cfg.seed)  # the same auto-encoder and LM head on every rank

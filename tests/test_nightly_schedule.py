@@ -1,9 +1,12 @@
 """nightly-retrain under a real Prefect server and real serve processes: the cron schedule it is served
-with, a triggered first night, two runs at once kept to one at a time, and a copy on a 5-second
-interval whose scheduled run completes on its own (the server's scheduler loop runs every second)."""
+with, a triggered first night on a corpus folder, a second night after a new file landed in it (only
+that file's work is done, and the decision says what came in), two runs at once kept to one at a
+time, and a copy on a 5-second interval whose scheduled run completes on its own (the server's
+scheduler loop runs every second)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -18,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from test_deployment_server import BIN, free_port, stop, wait_for  # noqa: E402
 from test_nightly import write_config  # noqa: E402
-from tiny_bert import REPO, tiny_bert, titles, write_titles  # noqa: E402
+from tiny_bert import REPO, tiny_bert, titles  # noqa: E402
 
 
 def api_get(url: str):
@@ -50,12 +53,14 @@ def wait_until(check, timeout: float, what: str, logs: Path):
 
 @pytest.mark.slow
 def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path):
-    rows = titles(600)  # as test_nightly: a held-out share large enough for the paired test to see the gain
-    _, labelled = write_titles(tmp_path, rows)
+    rows = titles(700)  # as test_nightly: a held-out share large enough for the paired test to see the gain
+    corpus = tmp_path / "corpus"  # the folder new documents land in: the first 600 titles, then 100 more
+    corpus.mkdir()
+    write_labelled(corpus / "day1.tsv", rows[:600])
     model = tiny_bert(tmp_path / "tiny-bert", [r["title"] for r in rows])
     root = tmp_path / "data"
     root.mkdir()
-    write_config(root / "nightly.toml", labelled, model, lr=1e-3)
+    write_config(root / "nightly.toml", corpus, model, lr=1e-3)
 
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
@@ -108,6 +113,20 @@ def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path):
         )
         assert run.returncode == 0 and "Completed" in run.stdout, run.stdout + run.stderr
         assert json.loads((root / "models" / "champion.json").read_text())["number"] == 1
+
+        # a new file lands in the corpus folder; the next night ingests, and reports, only that file
+        write_labelled(corpus / "day2.tsv", rows[600:])
+        run = subprocess.run(
+            [str(BIN / "prefect"), "deployment", "run", "nightly-retrain/nightly-retrain", "--watch"]
+            + ["--watch-timeout", "300"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=360,
+        )  # fmt: skip
+        assert run.returncode == 0 and "Completed" in run.stdout, run.stdout + run.stderr
+        second = latest_decision(root)
+        assert second["decision"] in ("promoted", "refused"), second
+        assert (second["files_new"], second["files_changed"], second["files_removed"]) == (1, 0, 0), second
+        assert 60 <= second["documents_new"] <= 100 and second["documents_removed"] == 0, second  # minus held-out
+        assert second["recomputed"].startswith("ingest built (1 files read, 1 reused); keywords built"), second
         for _ in range(2):
             subprocess.run(
                 [str(BIN / "prefect"), "deployment", "run", "nightly-retrain/nightly-retrain"],
@@ -119,7 +138,7 @@ def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path):
             done = [r for r in runs if r["state_type"] in ("COMPLETED", "FAILED", "CRASHED")]
             return done if len(done) >= n else None
 
-        runs = wait_until(lambda: finished_runs(deployment["id"], 3), 240, "two triggered runs", logs)
+        runs = wait_until(lambda: finished_runs(deployment["id"], 4), 240, "two triggered runs", logs)
         assert all(r["state_type"] == "COMPLETED" for r in runs), [r["state_name"] for r in runs]
         spans = sorted((r["start_time"], r["end_time"]) for r in runs)
         assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
@@ -150,4 +169,21 @@ def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path):
     con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
     decisions = [d for (d,) in con.execute("SELECT decision FROM promotions ORDER BY created_at").fetchall()]
     con.close()
-    assert decisions[0] == "promoted" and set(decisions[1:]) == {"nothing-new"} and len(decisions) >= 4
+    assert decisions[0] == "promoted" and decisions[1] in ("promoted", "refused")
+    assert set(decisions[2:]) == {"nothing-new"} and len(decisions) >= 5
+
+
+def write_labelled(path: Path, rows: list[dict]) -> Path:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, delimiter="\t").writerows(
+            [["id", "title", "tag"], *([r["id"], r["title"], r["tag"]] for r in rows)]
+        )
+    return path
+
+
+def latest_decision(root: Path) -> dict:
+    """The newest `promotions` row, read from its Parquet file (no catalog needed)."""
+    import pyarrow.parquet as pq
+
+    newest = max((root / "models" / "promotions").glob("part-*.parquet"), key=lambda p: int(p.stem.split("-")[1]))
+    return pq.read_table(newest).to_pylist()[0]

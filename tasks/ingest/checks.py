@@ -147,7 +147,7 @@ def check_text_file(path: str | Path, text_field: str) -> None:
 
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
-SET_BY_TRAIN = ("out_dir", "shards", "method", "questions")  # the train command sets these itself
+SET_BY_TRAIN = ("out_dir", "shards", "method", "questions", "replay_source")  # the train command sets these itself
 
 
 def config_field_names(source: Path, class_name: str) -> list[str]:

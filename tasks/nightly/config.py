@@ -13,9 +13,12 @@
     preset = "auto"              # tfcsg: paper / cpu / auto (= cpu, the measured one); gur: tiny / small
     steps = 0                    # 0: the preset's length
     options = {}                 # any TrainConfig field, e.g. {lr = 3e-5}
+    replay = 0.0                 # tfcsg, > 0: train on the questions new since the champion's data plus a
+                                 # seeded sample of the older ones, `replay` times as many (0: all of them)
 
     [keywords]                   # tfcsg: GSDMM on the corpus
     k = 30
+    warm_start = false           # start GSDMM from the previous night's fit (KeywordsConfig.warm_start)
 
     [evaluate]                   # the suite both models are scored on; never text the candidate trained on
     holdout = 0.2                # share of the corpus's labelled rows held out for the gate (0: off)
@@ -76,12 +79,14 @@ class TrainSection:
     preset: str = "auto"
     steps: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    replay: float = 0.0
 
 
 @dataclass(frozen=True)
 class KeywordsSection:
     k: int = KeywordsConfig.k
     unit: str = "documents"
+    warm_start: bool = False
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,18 @@ from tasks.runtime.stage_cache import STAGE_TASK
 TRAIN_CODE_VERSION = "train_v3"  # v3: methods tfcsg and simcse; v2: warm starts without the MLP head
 REPO = Path(__file__).resolve().parents[2]
 # Do not change what is learned, so not part of the fingerprint.
-RUNTIME_KEYS = ("out_dir", "shards", "questions", "threads", "stop_at_step", "ckpt_every_s")
+RUNTIME_KEYS = ("out_dir", "shards", "questions", "replay_source", "threads", "stop_at_step", "ckpt_every_s")
 # Fields added after runs were made: hashed only when set to something else, so a run made before a
 # field existed keeps its fingerprint (and its folder, checkpoints and nightly history).
-LATER_FIELDS = {"sampling": "random", "attention": "eager", "packing": False, "pack_len": 0, "fused_lm_head": False}
+LATER_FIELDS = {
+    "sampling": "random",
+    "attention": "eager",
+    "packing": False,
+    "pack_len": 0,
+    "fused_lm_head": False,
+    "replay_since": "",
+    "replay_ratio": 1.0,
+}
 INPUT_STAGES = {"gur": ("shuffle",), "tfcsg": ("keywords",), "simcse": ("keywords", "file")}
 
 
@@ -177,6 +185,10 @@ def train(
     out = stage.dir
     key = "shards" if method == "gur" else "questions"
     cfg = train_config(config, out_dir=str(out), **{key: str(where)})
+    if cfg.replay_since:
+        replay = {"stage": "keywords", "fingerprint": check_fingerprint(cfg.replay_since, "replay_since")}
+        replay["path"] = f"keywords/{replay['fingerprint']}"
+        cfg = dataclasses.replace(cfg, replay_source=str(ref_dir(stage.root, replay)))
     summary = run_training(out, dataclasses.asdict(cfg), nproc, logger)
     final = summary.get("final", {})
     extra = {"objective": cfg.objective} if method == "gur" else {"losses": cfg.losses, "negatives": cfg.negatives}
