@@ -1,0 +1,63 @@
+"""A data root built before `tasks/` became one package per stage is reused in full after it: the stage
+fingerprints of a fixed input are the ones the flat layout (commit 6e34a83) computed, and a root that is
+built, moved and rerun comes entirely from its cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.conftest import task_states
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+DOCS = [
+    {"id": 1, "title": "Graphs", "text": "A graph has nodes. A graph has edges.\nEdges link nodes."},
+    {"id": 2, "title": "模型", "text": "模型需要数据。数据来自文档！"},
+    {
+        "id": 3,
+        "title": "Rivers",
+        "text": "The river runs to the sea. The river runs past the city. A city has a river.",
+    },
+]
+MTIME_NS = 1_700_000_000_000_000_000  # a single file's ingest fingerprint has its name, size and mtime
+# What the flat layout computed for this input (PYTHONPATH at commit 6e34a83, the same calls): a change here
+# means every existing data root would be recomputed.
+BEFORE_THE_MOVE = {
+    "documents": "4bf3c81b374cd4b5",
+    "sentences": "7f11de5232241b46",
+    "pairs": "efbbd25413c69964",
+    "shards": "4e3b3954dc4b6125",
+    "keywords": "e34ad47abae06887",
+}
+
+
+def test_fingerprints_are_those_of_the_flat_layout_and_a_moved_root_is_all_cache_hits(tmp_path):
+    from flows.build_pairs import build_pairs
+    from flows.mine_keywords import mine_keywords
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), encoding="utf-8")
+    os.utime(corpus, ns=(MTIME_NS, MTIME_NS))
+    root = tmp_path / "data"
+    refs = build_pairs(input_path=str(corpus), root=str(root), workers=1)
+    keywords = mine_keywords(input_path=str(corpus), k=5, root=str(root))
+    assert {**{k: v["fingerprint"] for k, v in refs.items()}, "keywords": keywords["fingerprint"]} == BEFORE_THE_MOVE
+
+    moved = tmp_path / "elsewhere" / "data"
+    moved.parent.mkdir()
+    shutil.move(root, moved)
+    build = build_pairs(input_path=str(corpus), root=str(moved), workers=1, return_state=True)
+    assert build.result() == refs
+    assert {k: v for k, v in task_states(build).items() if k != "update-catalog"} == dict.fromkeys(
+        ("ingest", "split", "pair", "shuffle"), "Cached"
+    )
+    mined = mine_keywords(input_path=str(corpus), k=5, root=str(moved), return_state=True)
+    assert mined.result() == keywords
+    assert {k: v for k, v in task_states(mined).items() if k != "update-catalog"} == {
+        "ingest": "Cached",
+        "keywords": "Cached",
+    }
