@@ -29,6 +29,7 @@ from tasks.keywords.filter import (
     tokenizer_fingerprint,
 )
 from tasks.runtime.dask_cluster import map_units
+from tasks.runtime.parameters import RunOptions
 from tasks.runtime.stage_cache import STAGE_TASK
 
 ROWS_PER_SHARD = 200_000
@@ -159,7 +160,7 @@ def mine_on_dask(texts: pa.Table, config: KeywordsConfig, work: Path, address: s
 
 
 @task(name="keywords", **STAGE_TASK)
-def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: str = "") -> dict[str, str]:
+def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: str = RunOptions.dask) -> dict[str, str]:
     """Fit GSDMM (optionally sweeping K) and write `keywords`, `topics` and `topic_sweep` tables; with `dask`
     (a scheduler address) the sweep's fits run as mapped tasks on that cluster."""
     logger = current_logger(__name__)

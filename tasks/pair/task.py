@@ -8,6 +8,7 @@ from storage.progress import current_logger
 from tasks.pair.candidates import PairConfig
 from tasks.pair.shards import pair_shard
 from tasks.pair.table import PAIR_CODE_VERSION
+from tasks.runtime.parameters import RunOptions
 from tasks.runtime.shard_stage import ShardStage, run_shard_stage
 from tasks.runtime.stage_cache import STAGE_TASK
 
@@ -31,7 +32,9 @@ PAIR = ShardStage(
 
 
 @task(name="pair", **STAGE_TASK)
-def pair(sentences: dict[str, str], config: PairConfig, root: str, workers: int = 0, dask: str = "") -> dict[str, str]:
+def pair(
+    sentences: dict[str, str], config: PairConfig, root: str, workers: int = 0, dask: str = RunOptions.dask
+) -> dict[str, str]:
     """Mine pairs in every sentences shard on all cores (`workers=0`: one per core), or as mapped
     tasks on the Dask scheduler at `dask`; a shard whose bytes an earlier run paired is linked."""
     return run_shard_stage(PAIR, sentences, config, root, workers, dask, current_logger(__name__))

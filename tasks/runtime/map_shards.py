@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.shards import shard_done, sweep_temporaries
+from tasks.runtime.parameters import RunOptions
 
 Report = Callable[[int], None]
 # worker(in_path, out_dir, index, config, report=None) -> the shard's stats
@@ -63,7 +64,7 @@ def map_shards(
     on_shard: Callable[[dict[str, int]], None] | None = None,
     on_progress: Report | None = None,
     poll_s: float = 1.0,
-    dask: str = "",
+    dask: str = RunOptions.dask,
 ) -> None:
     """Call `worker(in_path, out_dir, index, config, report=...)` for each shard whose marker is missing
     (on the Dask scheduler at `dask` when given: `on_shard` as shards finish, no within-shard progress)."""

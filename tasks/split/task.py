@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import task
 
 from storage.progress import current_logger
+from tasks.runtime.parameters import RunOptions
 from tasks.runtime.shard_stage import ShardStage, run_shard_stage
 from tasks.runtime.stage_cache import STAGE_TASK
 from tasks.split.sentences import SPLIT_CODE_VERSION, SplitConfig, split_shard
@@ -21,7 +22,7 @@ SPLIT = ShardStage(
 
 @task(name="split", **STAGE_TASK)
 def split(
-    documents: dict[str, str], config: SplitConfig, root: str, workers: int = 0, dask: str = ""
+    documents: dict[str, str], config: SplitConfig, root: str, workers: int = 0, dask: str = RunOptions.dask
 ) -> dict[str, str]:
     """Split every document shard into sentences on all cores (`workers=0`: one per core), or as
     mapped tasks on the Dask scheduler at `dask`; a shard whose bytes an earlier run split is linked."""

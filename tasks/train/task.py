@@ -25,6 +25,7 @@ from typing import Any
 
 from prefect import task
 
+from models.train_presets import METHODS
 from storage.atomic import atomic_write_json, atomic_write_text
 from storage.fingerprint import content_signature, fingerprint
 from storage.progress import current_logger
@@ -160,7 +161,7 @@ def label_export(folder: Path, labels: dict[str, str], **extra: Any) -> None:
     if not path.exists():
         return
     info = json.loads(path.read_text(encoding="utf-8"))
-    info.update(method=labels.get("method", "gur"), **extra)
+    info.update(method=labels.get("method", METHODS[0]), **extra)
     what = extra.get("objective") or extra.get("losses") or ""
     parts = [labels.get("variant", ""), str(what), str(extra.get("train_fingerprint", ""))[:8]]
     info["variant"] = " ".join(filter(None, parts))  # e.g. "lcs lm+cl 0bb5b4bc": two runs never share a name
@@ -172,7 +173,7 @@ def train(
     source: dict[str, str], config: dict[str, Any], root: str, nproc: int = 0, labels: dict[str, str] | None = None
 ) -> dict[str, str]:
     """Train on `source` (see the module docstring); `config`: TrainConfig fields; `labels` go to the manifest."""
-    method = config.get("method", "gur")
+    method = config.get("method", METHODS[0])
     if source["stage"] not in INPUT_STAGES.get(method, ()):
         raise ValueError(f"method {method!r} trains on {INPUT_STAGES.get(method)} outputs, not {source['stage']!r}")
     # Checkpoints are resume state, not output: neither listed in the manifest nor checked.
