@@ -114,10 +114,34 @@ def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         raise
 
 
-def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
-    from flows.evaluate import evaluate
+def train_candidate(
+    cfg: NightlyConfig, base: Path, data: dict[str, str], champion: dict[str, Any] | None
+) -> tuple[dict[str, str], str, str]:
+    """(train output, candidate export, the model it is judged against): warm-started from the champion (the
+    configured init, or MiniLM for TFCSG, on the first night)."""
     from flows.train import train_flow
     from models.encoders import minilm_path
+
+    t = cfg.train
+    warm = champion["export"] if champion and (t.method == "tfcsg" or t.init_from) else ""
+    init = warm or t.init_from or (str(minilm_path()) if t.method == "tfcsg" else "")
+    kwargs: dict[str, Any] = {"keywords": data["fingerprint"]} if t.method == "tfcsg" else {"shards": data}
+    ref = train_flow(
+        method=t.method,
+        preset=t.preset if t.preset != "auto" or t.method == "tfcsg" else None,
+        steps=t.steps or None,
+        init_from=init,
+        options={**t.options, **replay_options(t, champion)},
+        root=str(base),
+        **kwargs,
+    )
+    # A GUR model trained from scratch has no init: its first night is measured against MiniLM, not itself.
+    reference = champion["export"] if champion else (init or "minilm")
+    return ref, str(ref_dir(base, ref) / "export"), reference
+
+
+def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
+    from flows.evaluate import evaluate
 
     started = time.time()
     cfg, suite = gate_suite(cfg, base)
@@ -134,22 +158,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         print(f"{reason}; {time.time() - started:.1f} s")
         return row
 
-    t = cfg.train
-    warm = champion["export"] if champion and (t.method == "tfcsg" or t.init_from) else ""
-    init = warm or t.init_from or (str(minilm_path()) if t.method == "tfcsg" else "")
-    kwargs: dict[str, Any] = {"keywords": data["fingerprint"]} if t.method == "tfcsg" else {"shards": data}
-    ref = train_flow(
-        method=t.method,
-        preset=t.preset if t.preset != "auto" or t.method == "tfcsg" else None,
-        steps=t.steps or None,
-        init_from=init,
-        options={**t.options, **replay_options(t, champion)},
-        root=str(base),
-        **kwargs,
-    )
-    candidate = str(ref_dir(base, ref) / "export")
-    # A GUR model trained from scratch has no init: its first night is measured against MiniLM, not itself.
-    reference = champion["export"] if champion else (init or "minilm")
+    ref, candidate, reference = train_candidate(cfg, base, data, champion)
     e = cfg.evaluate
     result = evaluate(
         models=[candidate, reference],
@@ -187,7 +196,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
             "train": ref,
             "data": data,
             "settings": settings,
-            "method": t.method,
+            "method": cfg.train.method,
             "metrics": metrics.get(candidate, {}),
             "config": cfg.source,
             "flow_run": name,
