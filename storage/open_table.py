@@ -12,6 +12,7 @@ the frame and the DuckDB view of the same name read the same build.
 from __future__ import annotations
 
 import os
+from glob import glob as expand
 
 import polars as pl
 
@@ -31,7 +32,12 @@ def open_table(name: str, root: str | os.PathLike | None = None, build: str | No
             subset=list(METRICS_KEY), keep="first", maintain_order=True
         )
     globs, dedup, columns = catalog_files(base, name, build)
-    frames = [pl.scan_parquet(glob) for glob in globs]
+    if columns:
+        frames = [pl.scan_parquet(glob) for glob in globs]
+    else:  # file by file: files written before a column existed (promotions) read it as null, as the view does
+        frames = [pl.scan_parquet(path) for glob in globs for path in sorted(expand(str(glob)))] or [
+            pl.scan_parquet(glob) for glob in globs
+        ]
     if columns:  # train_metrics: each run's rows carry the run's fingerprint, method and input, as in the view
         frames = [
             frame.select(*[pl.lit(v, pl.String).alias(k) for k, v in constant.items()], pl.all())
