@@ -157,3 +157,19 @@ def test_three_nights_add_change_delete_equal_a_cold_build_and_do_only_the_new_w
             assert work["linked"] == 2 * len(ingest["corpus_files"]) - work["computed"], (what, stage, work)
         lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ingest: ")]
         assert any(f"{files_read} read," in line for line in lines), lines
+
+
+def test_a_corrupt_file_is_one_reject_naming_it_and_the_others_are_read(tmp_path):
+    import gzip
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "good.jsonl").write_bytes(jsonl_bytes(docs(3, 1)))
+    (folder / "truncated.jsonl.gz").write_bytes(gzip.compress(jsonl_bytes(docs(50, 2)))[:200])
+    (folder / "not-gzip.txt.gz").write_bytes(b"\x1f\x8bthis is not a gzip stream")
+    out, manifest = ingest_folder(folder, tmp_path / "root")
+    rejects = table(out, "rejects").to_pylist()
+    unreadable = {r["location"].split(":")[0]: r for r in rejects if r["reason"] == "unreadable_file"}
+    assert set(unreadable) == {"truncated.jsonl.gz", "not-gzip.txt.gz"}
+    assert all(name in r["detail"] for name, r in unreadable.items())
+    assert table(out).num_rows >= 3 and manifest["records"] == table(out).num_rows + len(rejects)

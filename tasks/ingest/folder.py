@@ -82,7 +82,7 @@ def _unit(file: CorpusFile, config: IngestConfig) -> FileUnit:
         return FileUnit(file.rel, str(file.path), "hidden", "none", True)
     try:
         fmt = file_format(file.path, config.reader.format)
-    except (OSError, CorpusError):
+    except (OSError, EOFError, ValueError, CorpusError):  # ValueError: Arrow's zstd errors
         fmt = "unreadable"  # the reader turns it into a reject naming the file
     return FileUnit(file.rel, str(file.path), file_digest(file.path), fmt, False)
 
@@ -101,7 +101,7 @@ def folder_fingerprint(units: list[FileUnit], config: IngestConfig, source: str)
 def ingest_file(unit: FileUnit, config: IngestConfig, source: str, out_dir: Path) -> dict[str, int]:
     """One file's `documents` and `rejects` shards (duplicates within the file are rejects here)."""
     file = CorpusFile(Path(unit.path), unit.rel, unit.hidden)
-    forced = config.reader if unit.format == "unreadable" else _forced(config, unit.format)
+    forced = config if unit.format == "unreadable" else _forced(config, unit.format)
     return write_documents(read_member(file, forced.reader), source, forced, out_dir)
 
 

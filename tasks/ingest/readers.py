@@ -187,8 +187,9 @@ def read_member(file: CorpusFile, config: ReaderConfig) -> Iterator[Record | Rej
     except CorpusError as exc:
         reason = "missing_field" if "no column" in str(exc) else "unreadable_file"
         yield Reject(location, reason, str(exc).replace(str(file.path), file.rel))
-    except OSError as exc:
-        yield Reject(location, "unreadable_file", f"{file.rel}: {exc.strerror or exc}")
+    except (OSError, EOFError, ValueError) as exc:  # a truncated or corrupt compressed file, an unreadable one
+        detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        yield Reject(location, "unreadable_file", f"{file.rel}: {detail}")
 
 
 # Compression is told by the first bytes, not the name: a gzip file named `.jsonl` is still read.
