@@ -113,6 +113,7 @@ def test_train_options_are_the_train_config_fields():
         "shards",
         "method",
         "questions",
+        "replay_source",  # the train task sets it from `replay_since`
     }
     assert check_train_options({"kl_weight": 0.5}) == {"kl_weight": 0.5}
     with pytest.raises(ValueError, match="did you mean 'kl_weight'"):
