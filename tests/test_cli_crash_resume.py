@@ -25,37 +25,43 @@ pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 # 2,000 documents, 250 per shard: 8 shards in every map stage, about 10,000 pairs.
 OPTIONS = {"docs_per_shard": 250, "rows_per_shard": 1000}
 
-# On PYTHONPATH as `sitecustomize`, so it also runs in the spawned pool workers: each pair shard takes
-# 0.4 s longer, so the kill lands mid-stage on any machine (the pair stage is ~0.3 s without it).
-# Timing only: the wrapped worker computes and writes exactly what the real one does.
-SLOW_PAIR_SHARDS = """
+
+def slow_down(module: str, function: str, seconds: float) -> str:
+    """Source of a `sitecustomize` (on PYTHONPATH, so it also runs in spawned pool workers) that makes
+    `module.function` take `seconds` longer, so a kill lands mid-stage on any machine. Timing only: the
+    wrapped function computes and writes exactly what the real one does."""
+    return f"""
 import functools, importlib.abc, importlib.machinery, sys, time
 
 
-class SlowPairShards(importlib.abc.MetaPathFinder):
+class Slow(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name != "tasks.pair.shards":
+        if name != {module!r}:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         load = spec.loader.exec_module
 
         def exec_module(module):
             load(module)
-            real = module.pair_shard
+            real = getattr(module, {function!r})
 
-            @functools.wraps(real)
-            def pair_shard(*args, **kwargs):
-                time.sleep(0.4)
+            @functools.wraps(real)  # the same qualified name: pickle finds the wrapper
+            def slow(*args, **kwargs):
+                time.sleep({seconds!r})
                 return real(*args, **kwargs)
 
-            module.pair_shard = pair_shard  # looked up by name both by pair_all and by pickle
+            setattr(module, {function!r}, slow)  # looked up by name by its callers and by pickle
 
         spec.loader.exec_module = exec_module
         return spec
 
 
-sys.meta_path.insert(0, SlowPairShards())
+sys.meta_path.insert(0, Slow())
 """
+
+
+# Each pair shard takes 0.4 s longer (the pair stage is ~0.3 s without it).
+SLOW_PAIR_SHARDS = slow_down("tasks.pair.shards", "pair_shard", 0.4)
 
 
 def gur_env(*paths: Path) -> dict[str, str]:

@@ -17,41 +17,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from corpus_folder import docs, jsonl_bytes  # noqa: E402
 from pair_corpus import part_hashes  # noqa: E402
-from test_cli_crash_resume import gur_env, tail  # noqa: E402
+from test_cli_crash_resume import gur_env, slow_down, tail  # noqa: E402
 
 from tests.conftest import REPO  # noqa: E402
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 
-# As `sitecustomize` on PYTHONPATH: each file of a folder takes 1 s longer to ingest, so the kill lands
-# between two files on any machine. Timing only: the wrapped function writes what the real one does.
-SLOW_FILES = """
-import importlib.abc, importlib.machinery, sys, time
-
-
-class SlowFiles(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name != "tasks.ingest.folder":
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        load = spec.loader.exec_module
-
-        def exec_module(module):
-            load(module)
-            real = module.ingest_file
-
-            def ingest_file(*args, **kwargs):
-                time.sleep(1.0)
-                return real(*args, **kwargs)
-
-            module.ingest_file = ingest_file
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-sys.meta_path.insert(0, SlowFiles())
-"""
+# Each file of a folder takes 1 s longer to ingest, so the kill lands between two files on any machine.
+SLOW_FILES = slow_down("tasks.ingest.folder", "ingest_file", 1.0)
 OPTIONS = {"docs_per_shard": 20, "rows_per_shard": 300, "source_name": "corpus"}
 
 

@@ -23,7 +23,7 @@ import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,10 +71,7 @@ def file_digest(path: Path) -> str:
 
 def plan_folder(folder: Path, config: IngestConfig) -> list[FileUnit]:
     """Every file of `folder` with its digest and format, in sorted path order."""
-    units = []
-    for file in corpus_files(folder):
-        units.append(_unit(file, config))
-    return units
+    return [_unit(file, config) for file in corpus_files(folder)]
 
 
 def _unit(file: CorpusFile, config: IngestConfig) -> FileUnit:
@@ -107,8 +104,6 @@ def ingest_file(unit: FileUnit, config: IngestConfig, source: str, out_dir: Path
 
 def _forced(config: IngestConfig, fmt: str) -> IngestConfig:
     """`config` reading one file as the format its plan found (the file is not sniffed twice)."""
-    from dataclasses import replace
-
     reader_format = "textdir" if fmt == "text" else fmt
     return replace(config, reader=replace(config.reader, format=reader_format))
 
@@ -173,11 +168,6 @@ def build_units(
                 on_unit(1)
 
 
-def unit_counts(unit_dir: Path) -> dict[str, int]:
-    """A unit's summed shard counts: `documents`, `rejects` and `reject:<reason>`."""
-    return sum_shard_stats(unit_dir)
-
-
 def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: str) -> dict[str, Any]:
     """Link every unit's shards into `out_dir` in path order, dropping documents an earlier file holds.
 
@@ -193,7 +183,7 @@ def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: s
     duplicate_rows: dict[str, list] = {name: [] for name in REJECTS_SCHEMA.names}
     files, drops = [], {}
     for unit, unit_dir in units:
-        counts = unit_counts(unit_dir)
+        counts = sum_shard_stats(unit_dir)  # documents, rejects, reject:<reason>
         dropped = 0
         for shard in finished_shards(unit_dir):
             keep = _first_copies(pq.read_table(shard, columns=["doc_id"]).column("doc_id").to_pylist(), seen)

@@ -52,13 +52,17 @@ def keywords_fingerprint(source: dict[str, str], config: KeywordsConfig, prior: 
     return fingerprint("keywords", KEYWORDS_CODE_VERSION, settings_fields(config), upstream)
 
 
-def prior_fit(root: Path, source: dict[str, str], config: KeywordsConfig) -> dict[str, Any] | None:
+def settings_key(config: KeywordsConfig) -> str:
+    """The settings without the input: what a warm start's earlier fit must share with this one."""
+    return fingerprint("keywords", KEYWORDS_CODE_VERSION, settings_fields(config))
+
+
+def prior_fit(root: Path, source: dict[str, str], config: KeywordsConfig, corpus: str | None) -> dict[str, Any] | None:
     """The newest complete keywords output with the same settings over an earlier build of the same corpus
-    (the same input path): what a warm start begins from. None when there is none, or warm start is off."""
+    (`corpus`, its input path): what a warm start begins from. None when there is none, or warm start is off."""
     if not config.warm_start:
         return None
-    corpus = corpus_path(root, source)
-    settings_key = fingerprint("keywords", KEYWORDS_CODE_VERSION, settings_fields(config))
+    key = settings_key(config)
     best = None
     for path in (root / "keywords").glob(f"*/{MANIFEST}"):
         try:
@@ -66,7 +70,7 @@ def prior_fit(root: Path, source: dict[str, str], config: KeywordsConfig) -> dic
         except (OSError, json.JSONDecodeError):
             continue
         upstream = (manifest.get("upstream") or [{}])[0]
-        if manifest.get("settings_key") != settings_key or upstream.get("fingerprint") == source["fingerprint"]:
+        if manifest.get("settings_key") != key or upstream.get("fingerprint") == source["fingerprint"]:
             continue
         if manifest.get("corpus") != corpus or corpus is None:
             continue
@@ -165,7 +169,8 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: st
     (a scheduler address) the sweep's fits run as mapped tasks on that cluster."""
     logger = current_logger(__name__)
     base = data_root(root)
-    prior = prior_fit(base, source, config)
+    corpus = corpus_path(base, source)
+    prior = prior_fit(base, source, config, corpus)
     stage = StageOutput.open(
         root, "keywords", keywords_fingerprint(source, config, prior and prior["fingerprint"]), log=logger
     )
@@ -223,8 +228,8 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: st
         extra={
             "stats": numbers,
             "plot": "topic_sweep.png" if plot else None,
-            "settings_key": fingerprint("keywords", KEYWORDS_CODE_VERSION, settings_fields(config)),
-            "corpus": corpus_path(stage.root, source),
+            "settings_key": settings_key(config),
+            "corpus": corpus,
             "convergence": {
                 "sweeps": stats.get("sweeps"),
                 "moved_per_sweep": stats.get("moved_per_sweep"),

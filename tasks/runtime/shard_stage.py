@@ -42,10 +42,9 @@ class ShardStage:
     describe: Callable[[Any], str] = lambda config: ""  # what the start line adds, e.g. "rule=weighted"
 
 
-def input_hashes(root: Path, upstream: dict[str, str], shards: list[Path]) -> list[str | None]:
+def input_hashes(manifest: dict[str, Any], base: Path, shards: list[Path]) -> list[str | None]:
     """Each input shard's SHA-256 as its stage's manifest recorded it (None when not listed)."""
-    listed = ref_manifest(root, upstream).get("files") or {}
-    base = ref_dir(root, upstream)
+    listed = manifest.get("files") or {}
     return [(listed.get(shard.relative_to(base).as_posix()) or {}).get("sha256") for shard in shards]
 
 
@@ -95,11 +94,13 @@ def run_shard_stage(
     out = StageOutput.open(root, stage.name, fp, log=logger)
     if out.complete:
         return out.cached()
-    shards = finished_shards(ref_dir(out.root, upstream))
-    hashes = input_hashes(out.root, upstream, shards)
+    upstream_dir, upstream_manifest = ref_dir(out.root, upstream), ref_manifest(out.root, upstream)
+    shards = finished_shards(upstream_dir)
+    hashes = input_hashes(upstream_manifest, upstream_dir, shards)
     config_key = fingerprint(stage.name, stage.code_version, config)
     linked = link_reusable(out.dir, hashes, reusable_shards(out.root, stage.name, config_key))
-    extra = f", {stage.describe(config)}" if stage.describe(config) else ""
+    described = stage.describe(config)
+    extra = f", {described}" if described else ""
     logger.info(
         "%s: %d %s shards (%d already made from the same bytes%s) -> %s",
         stage.name,
@@ -109,7 +110,7 @@ def run_shard_stage(
         extra,
         out.dir,
     )
-    total = ref_manifest(out.root, upstream)["rows"].get(stage.counted)
+    total = upstream_manifest["rows"].get(stage.counted)
     done = sum_shard_stats(out.dir).get(stage.counted, 0)  # shards linked here or finished by a killed run
     with Progress(stage.name, total, logger, unit=stage.counted, done=done, heartbeat=True) as progress:
         on_shard = lambda stats: progress.update(stats.get(stage.counted, 0))  # noqa: E731
