@@ -10,6 +10,11 @@ shared by every task:
         checkpoint without an LM head (MiniLM is one) gets BERT's head with the decoder tied to the
         input embeddings and the transform newly initialised (`lm_head_loaded` says which);
 - `kw`  the contrastive keyword task: each question's positive is its own keyword sequence.
+Two optional anchors keep the start model's general-purpose geometry while the tasks above adapt it
+(both off by default; the start is a frozen copy of `init_from`, never saved in checkpoints):
+- `anchor` (`sim_anchor_weight`): the question batch's cosine-similarity matrix under the model should
+  stay the start model's (`similarity_anchor_loss`);
+- `l2sp` (`l2sp_weight`): the encoder's weights are pulled toward the start's (`weight_anchor_loss`).
 `negatives="topic-masked"` removes in-batch negatives that share the question's GSDMM topic (or its
 text) from `cl` and `kw`: on a corpus of few topics a batch holds several same-topic questions,
 which are mostly paraphrases, and plain SimCSE pushes them apart.
@@ -29,7 +34,9 @@ from models.tfcsg_losses import (
     kl_loss,
     s2s_loss,
     seq2seq_attention_mask,
+    similarity_anchor_loss,
     topic_negative_mask,
+    weight_anchor_loss,
 )
 
 LOSSES = ("cl", "kl", "s2s", "kw")
@@ -85,6 +92,7 @@ class TfcsgModel(nn.Module):
                 self.lm_head_loaded = not any(k.startswith(("cls.", "lm_head.")) for k in info["missing_keys"])
             else:
                 mlm, self.lm_head_loaded = AutoModelForMaskedLM.from_config(config), False
+        self.init_from = init_from
         self.mlm = mlm
         self.encoder = mlm.base_model
         self.pooling = pooling
@@ -133,6 +141,34 @@ class TfcsgModel(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+class FrozenStart:
+    """The start encoder (`init_from`'s weights), frozen, in eval mode, kept off the module tree: not trained,
+    not in checkpoints, not wrapped by DDP. Moves to the batch's device on first use."""
+
+    def __init__(self, model: TfcsgModel):
+        from transformers import AutoModel
+
+        with _quiet_transformers():
+            self.encoder = AutoModel.from_pretrained(model.init_from).eval().requires_grad_(False)
+        self.pooling = model.pooling
+        own = dict(self.encoder.named_parameters())
+        # The trained encoder's parameters that the start has (a pooler or a new head has no start value).
+        self.names = [n for n, p in model.encoder.named_parameters() if n in own and own[n].shape == p.shape]
+        if not self.names:
+            raise ValueError(f"{model.init_from}: no parameter of the start encoder matches the model's")
+
+    def params(self, device: torch.device) -> list[Tensor]:
+        self.encoder.to(device)
+        own = dict(self.encoder.named_parameters())
+        return [own[n] for n in self.names]
+
+    @torch.no_grad()
+    def sentence(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        self.encoder.to(input_ids.device)
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return pool(hidden, attention_mask, self.pooling)
+
+
 class TfcsgLoss(nn.Module):
     """The sum of the chosen losses with their weights; `parts` has each loss and the in-batch accuracy."""
 
@@ -147,6 +183,8 @@ class TfcsgLoss(nn.Module):
         s2s_weight: float = 1.0,
         kw_weight: float = 1.0,
         cl_weight: float = 1.0,
+        sim_anchor_weight: float = 0.0,
+        l2sp_weight: float = 0.0,
     ):
         super().__init__()
         if negatives not in NEGATIVES:
@@ -155,8 +193,16 @@ class TfcsgLoss(nn.Module):
         self.losses = parse_losses(losses)
         self.temperature = temperature
         self.negatives = negatives
-        self.weights = {"cl": cl_weight, "kl": kl_weight, "s2s": s2s_weight, "kw": kw_weight}
+        self.weights = {
+            "cl": cl_weight,
+            "kl": kl_weight,
+            "s2s": s2s_weight,
+            "kw": kw_weight,
+            "anchor": sim_anchor_weight,
+            "l2sp": l2sp_weight,
+        }
         self.kl_detach_target = kl_detach_target
+        self.start = FrozenStart(model) if sim_anchor_weight or l2sp_weight else None
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         m = self.model
@@ -180,6 +226,11 @@ class TfcsgLoss(nn.Module):
         if "s2s" in self.losses:
             logits, labels = m.s2s_logits(batch)
             parts["s2s"] = s2s_loss(logits, labels)
+        if self.weights["anchor"]:
+            parts["anchor"] = similarity_anchor_loss(h_q, self.start.sentence(ids, mask))
+        if self.weights["l2sp"]:
+            names = dict(m.encoder.named_parameters())
+            parts["l2sp"] = weight_anchor_loss([names[n] for n in self.start.names], self.start.params(ids.device))
         loss = sum(self.weights[k] * v for k, v in parts.items())
         positives = h_t if "kw" in self.losses else (h_q2 if "cl" in self.losses else h_q)
         a = nn.functional.normalize(h_q.detach().float(), dim=-1)

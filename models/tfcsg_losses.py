@@ -8,6 +8,9 @@
   averaged over the batch.
 - `s2s_loss`: eq. (3), token cross-entropy of the LM head's logits against the keyword tokens,
   ignoring positions labelled -100.
+- `similarity_anchor_loss`: the start model's geometry kept: mean squared difference between the
+  batch's cosine-similarity matrix under the model being trained and under the frozen start model.
+- `weight_anchor_loss`: L2-SP (Li et al. 2018): the squared distance of the weights from the start's.
 - `seq2seq_attention_mask`: UniLM's mask for `[CLS] q [SEP] keywords [SEP]`: the first segment
   attends bidirectionally within itself, a second-segment token sees the first segment and the
   second segment up to itself; padding is seen by nobody.
@@ -51,6 +54,19 @@ def kl_loss(target_vectors: Tensor, reconstruction: Tensor) -> Tensor:
 def s2s_loss(logits: Tensor, labels: Tensor) -> Tensor:
     """logits (..., V), labels (...) with -100 where nothing is predicted: mean token cross-entropy."""
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+
+
+def similarity_anchor_loss(vectors: Tensor, start_vectors: Tensor) -> Tensor:
+    """vectors, start_vectors (B, D), any scale: mean over the B x B entries of (cos - cos_start)^2. Zero when the
+    model ranks and spaces the batch exactly as the start model does, whatever else changed."""
+    a = F.normalize(vectors.float(), dim=-1)
+    b = F.normalize(start_vectors.float(), dim=-1)
+    return ((a @ a.T - b @ b.T) ** 2).mean()
+
+
+def weight_anchor_loss(params: list[Tensor], start_params: list[Tensor]) -> Tensor:
+    """Sum over the parameters of ||p - p_start||^2 (same order, same shapes)."""
+    return sum(((p.float() - s.float()) ** 2).sum() for p, s in zip(params, start_params, strict=True))
 
 
 def seq2seq_attention_mask(segment_ids: Tensor, attention_mask: Tensor) -> Tensor:

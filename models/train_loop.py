@@ -133,6 +133,12 @@ class TrainConfig:
     kl_detach_target: bool = True  # stop-gradient on h_t: the keyword vector is the KL's target
     kl_activation: str = "sigmoid"  # the paper's sigmoid on x_hat, or linear
     ae_dim: int = 256  # size of the auto-encoder's code z
+    # Keeping the start model's general-purpose geometry (models.tfcsg; 0 / 1.0: off). The two anchors are
+    # losses against a frozen copy of `init_from`; `interpolate` mixes the trained encoder's weights with the
+    # start's at export, w * trained + (1 - w) * start, as a run of its own over the unmixed run (tasks.train).
+    sim_anchor_weight: float = 0.0
+    l2sp_weight: float = 0.0
+    interpolate: float = 1.0
 
     def model_head(self) -> str:
         if self.head not in ("auto", "mlp", "none"):
@@ -377,6 +383,8 @@ def check_question_options(cfg: TrainConfig) -> tuple[str, ...]:
     losses = parse_losses(cfg.losses)
     if cfg.method == "simcse" and losses != ("cl",):
         raise ValueError(f"simcse trains the `cl` loss alone, not {cfg.losses!r} (use method tfcsg)")
+    if cfg.sim_anchor_weight < 0 or cfg.l2sp_weight < 0 or not 0 <= cfg.interpolate <= 1:
+        raise ValueError("sim_anchor_weight and l2sp_weight must be >= 0, and interpolate within [0, 1]")
     return losses
 
 
@@ -433,6 +441,8 @@ def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: boo
         s2s_weight=cfg.s2s_weight,
         kw_weight=cfg.kw_weight,
         cl_weight=cfg.cl_weight,
+        sim_anchor_weight=cfg.sim_anchor_weight,
+        l2sp_weight=cfg.l2sp_weight,
     )
     eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
     counts = data.counts()

@@ -68,8 +68,8 @@ def resolve_preset(name: str, gpu: bool) -> str:
 def question_config(method: str, preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """The TrainConfig fields of a TFCSG or SimCSE run: the preset, SimCSE's loss, then the user's own values."""
     config = dict(PRESETS[preset])
-    if method == "simcse":
-        config.update(losses="cl", negatives="all")
+    if method == "simcse":  # SimCSE's own recipe: no keyword tasks, every negative, nothing mixed back
+        config.update(losses="cl", negatives="all", interpolate=1.0)
     config.update({k: v for k, v in overrides.items() if v is not None})
     config.update(method=method, preset=preset)
     if method == "simcse" and config["losses"] != "cl":

@@ -235,3 +235,40 @@ def test_two_process_ddp_tfcsg_on_cpu(setup, tmp_path):
     assert summary["complete"] and summary["step"] == -(-train_rows // (2 * OPTIONS["batch_size"]))  # one epoch
     ckpt = torch.load(sorted((tmp_path / "ddp" / "checkpoints").glob("*.pt"))[-1], weights_only=False)
     assert ckpt["world_size"] == 2 and ckpt["data"][0] == ckpt["data"][1]  # one shared batch counter
+
+
+def test_start_anchors_train_and_an_interpolated_run_reuses_its_unmixed_run(setup):
+    """A few real steps with both anchors on, then two mixing weights: one training run, two mixed exports."""
+    import pyarrow.parquet as pq
+    from safetensors.torch import load_file
+
+    from flows.train import train_flow
+    from storage.manifest import read_manifest
+
+    options = dict(OPTIONS, losses="kw+s2s", sim_anchor_weight=1.0, l2sp_weight=0.01)
+    common = dict(method="tfcsg", preset="cpu", steps=4, init_from=str(setup["model"]), root=str(setup["root"]))
+    common["keywords"] = setup["keywords"]["fingerprint"]
+    mixed = train_flow(**common, options=dict(options, interpolate=0.5))
+    manifest = read_manifest(setup["root"] / mixed["path"])
+    unmixed = manifest["unmixed"]
+    metrics = read_manifest(setup["root"] / unmixed["path"])
+    table = pq.read_table(setup["root"] / unmixed["path"] / "metrics.parquet").to_pylist()
+    rows = [r for r in table if r.get("l2sp_loss") is not None]
+    assert rows and all(r["anchor_loss"] >= 0 for r in rows) and rows[-1]["l2sp_loss"] > 0  # the weights moved
+    assert metrics["config"]["interpolate"] == 1.0 and manifest["config"]["interpolate"] == 0.5
+    start = load_file(str(setup["model"] / "model.safetensors"))
+    trained = load_file(str(setup["root"] / unmixed["path"] / "export" / "model.safetensors"))
+    half = load_file(str(setup["root"] / mixed["path"] / "export" / "model.safetensors"))
+    name = "encoder.layer.0.attention.self.query.weight"
+    assert torch.allclose(half[name], (trained[name] + start[name]) / 2, atol=1e-6)
+    assert not torch.allclose(trained[name], start[name])
+    label = json.loads((setup["root"] / mixed["path"] / "export" / "gur_export.json").read_text())
+    assert label["interpolate"] == 0.5 and label["unmixed_fingerprint"] == unmixed["fingerprint"]
+    # a second weight trains nothing: the unmixed run is reused as it is
+    finished = metrics["finished_at"]
+    quarter = train_flow(**common, options=dict(options, interpolate=0.25))
+    assert read_manifest(setup["root"] / quarter["path"])["unmixed"] == unmixed
+    assert read_manifest(setup["root"] / unmixed["path"])["finished_at"] == finished
+    assert quarter["fingerprint"] != mixed["fingerprint"]
+    with pytest.raises(ValueError, match="interpolate"):
+        train_flow(**common, options=dict(options, interpolate=1.5))

@@ -29,7 +29,7 @@ from models.train_presets import METHODS
 from storage.atomic import atomic_write_json, atomic_write_text
 from storage.fingerprint import content_signature, fingerprint
 from storage.progress import current_logger
-from storage.stage_output import StageOutput, ref_dir, ref_manifest
+from storage.stage_output import StageOutput, ref_dir, ref_manifest, stage_ref
 from tasks.runtime.stage_cache import STAGE_TASK
 
 TRAIN_CODE_VERSION = "train_v3"  # v3: methods tfcsg and simcse; v2: warm starts without the MLP head
@@ -46,6 +46,9 @@ LATER_FIELDS = {
     "fused_lm_head": False,
     "replay_since": "",
     "replay_ratio": 1.0,
+    "sim_anchor_weight": 0.0,
+    "l2sp_weight": 0.0,
+    "interpolate": 1.0,
 }
 INPUT_STAGES = {"gur": ("shuffle",), "tfcsg": ("keywords",), "simcse": ("keywords", "file")}
 
@@ -173,6 +176,13 @@ def train(
     source: dict[str, str], config: dict[str, Any], root: str, nproc: int = 0, labels: dict[str, str] | None = None
 ) -> dict[str, str]:
     """Train on `source` (see the module docstring); `config`: TrainConfig fields; `labels` go to the manifest."""
+    return train_stage(source, config, root, nproc, labels)
+
+
+def train_stage(
+    source: dict[str, str], config: dict[str, Any], root: str, nproc: int = 0, labels: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The task's body: reuse, resume or run one training run; an `interpolate` run mixes an unmixed one."""
     method = config.get("method", METHODS[0])
     if source["stage"] not in INPUT_STAGES.get(method, ()):
         raise ValueError(f"method {method!r} trains on {INPUT_STAGES.get(method)} outputs, not {source['stage']!r}")
@@ -182,6 +192,8 @@ def train(
     stage = StageOutput.open(root, "train", fp, exclude=("checkpoints",), log=logger)
     if stage.complete:
         return stage.cached()
+    if config.get("interpolate", 1.0) != 1.0:
+        return mix_with_start(stage, source, config, nproc, labels or {})
     where = source_dir(stage.root, source)
     out = stage.dir
     key = "shards" if method == "gur" else "questions"
@@ -211,5 +223,56 @@ def train(
             "export": "export",
             "summary": {k: summary.get(k) for k in ("heldout_acc", "chance", "params", "max_steps", "lm_head_loaded")},
             "final": final,
+        },
+    )
+
+
+def mix_with_start(
+    stage: StageOutput, source: dict[str, str], config: dict[str, Any], nproc: int, labels: dict[str, str]
+) -> dict[str, str]:
+    """An `interpolate` run: the same run unmixed (trained or reused), then its export mixed with the start's
+    weights. A curve over the mixing weight costs one training run and a few seconds per point."""
+    from models.interpolate import interpolate_export
+
+    cfg = train_config(config, out_dir=str(stage.dir), shards="", questions="")
+    if cfg.method == "gur" or not cfg.init_from:
+        raise ValueError("interpolate mixes a fine-tuned encoder with its start: method tfcsg or simcse (init_from)")
+    if not 0.0 <= cfg.interpolate <= 1.0:
+        raise ValueError(f"interpolate must be within [0, 1], got {cfg.interpolate}")
+    unmixed = {**config, "interpolate": 1.0}
+    train_stage(source, unmixed, str(stage.root), nproc, labels)  # a reused run returns a Prefect state: not read
+    base = stage_ref("train", train_fingerprint(source, unmixed))
+    base_dir = ref_dir(stage.root, base)
+    current_logger(__name__).info(
+        "train: mixing %s with its start %s at weight %g", base["path"], cfg.init_from, cfg.interpolate
+    )
+    interpolate_export(base_dir / "export", cfg.init_from, cfg.interpolate, stage.dir / "export")
+    base_manifest = ref_manifest(stage.root, base)
+    info = json.loads((base_dir / "export" / "gur_export.json").read_text(encoding="utf-8"))
+    label_export(
+        stage.dir / "export",
+        labels,
+        train_fingerprint=stage.fingerprint,
+        losses=f"{info.get('losses', '')} mix {cfg.interpolate:g}",
+        negatives=info.get("negatives", ""),
+        **{k: info[k] for k in ("step", "keywords_fingerprint") if k in info},
+        interpolate=cfg.interpolate,
+        unmixed_fingerprint=base["fingerprint"],
+    )
+    return stage.finish(
+        code_version=TRAIN_CODE_VERSION,
+        config={k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS},
+        inputs={source["stage"]: source["path"], "unmixed": base["path"]},
+        upstream=[r for r in (source, base) if r["stage"] != "file"],
+        tables={},
+        rows=base_manifest.get("rows", {}),
+        drops={},
+        extra={
+            "labels": labels,
+            "export": "export",
+            "unmixed": base,
+            "unmixed_total_s": base_manifest.get("timings", {}).get("total_s"),
+            "summary": base_manifest.get("summary", {}),
+            "final": base_manifest.get("final", {}),
         },
     )
