@@ -254,7 +254,7 @@ def parse_sts(add: Add) -> None:
         "(family, language, seed) a cached unit; rows go to the metrics table (task sts_supervised) and a report "
         "puts the survey's published figures beside ours. Families: w2v-sg w2v-cbow glove rnn lstm gru rnn-glove "
         "lstm-glove gru-glove infersent cross-minilm cross-minilm-mlp cross-mpnet cross-mpnet-mlp sbert-minilm "
-        "minilm-zeroshot llm-zeroshot llm-sft llm-lora, or KIND:DIR (cross, cross-mlp, siamese, zeroshot, "
+        "sbert-mpnet minilm-zeroshot llm-zeroshot llm-sft llm-lora, or KIND:DIR (cross, cross-mlp, siamese, zeroshot, "
         "llm-sft, llm-lora, llm-zeroshot) for a model folder, e.g. siamese:data/train/<fp>/export.",
     )
     st.add_argument("families", nargs="*", help="families to run (default: the preset's table)")

