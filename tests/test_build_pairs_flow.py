@@ -33,8 +33,9 @@ def test_flow_writes_tables_caches_and_heals(tmp_path, corpus):
     root = tmp_path / "data"
     state = build_pairs(input_path=str(corpus), root=str(root), workers=1, return_state=True)
     result = state.result()
-    assert set(task_states(state).values()) == {"Completed"}
-    assert set(task_states(state)) == {"ingest", "split", "pair", "shuffle", "update-catalog"}
+    states = task_states(state)
+    assert set(states.values()) == {"Completed"}
+    assert set(states) == {"ingest", "split", "pair", "shuffle", "update-catalog"}
     con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
     assert con.execute("SELECT count(*) FROM documents").fetchone() == (2,)
     assert con.execute("SELECT reason FROM rejects").fetchall() == [("empty_text",)]

@@ -22,8 +22,9 @@ from tests.conftest import REPO  # noqa: E402
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 
-# 2,000 documents, 250 per shard: 8 shards in every map stage, about 10,000 pairs.
-OPTIONS = {"docs_per_shard": 250, "rows_per_shard": 1000}
+# 800 documents, 100 per shard: 8 shards in every map stage, about 4,000 pairs (several training shards).
+N_DOCS = 800
+OPTIONS = {"docs_per_shard": 100, "rows_per_shard": 400}
 
 
 def slow_down(module: str, function: str, seconds: float) -> str:
@@ -79,7 +80,7 @@ def test_gur_build_pairs_killed_mid_stage_resumes_to_the_same_bytes(tmp_path):
     from flows.build_pairs import build_pairs
     from storage.manifest import inventory, read_manifest
 
-    corpus = write_corpus(tmp_path / "corpus.jsonl", n_docs=2000)
+    corpus = write_corpus(tmp_path / "corpus.jsonl", n_docs=N_DOCS)
     clean_root, root = tmp_path / "clean", tmp_path / "crashed"
     clean = build_pairs(input_path=str(corpus), root=str(clean_root), workers=2, **OPTIONS)
     n_shards = len(part_hashes(clean_root, clean)["pair"])
@@ -132,4 +133,4 @@ def test_gur_build_pairs_killed_mid_stage_resumes_to_the_same_bytes(tmp_path):
     for index in done:
         part = pair_dir / f"part-{index}.parquet"
         assert (part.stat().st_mtime_ns, part.stat().st_ino) == finished[part], part.name
-    assert json.loads((pair_dir / "_manifest.json").read_text())["rows"]["documents"] == 2000
+    assert json.loads((pair_dir / "_manifest.json").read_text())["rows"]["documents"] == N_DOCS

@@ -17,6 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from conftest import fresh_prefect_home  # noqa: E402
 from train_shards import write_demo_shards  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,8 +76,8 @@ def flow_run_states(home: Path) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
-def test_a_stopped_gur_train_checkpoints_marks_the_run_crashed_and_resumes(tmp_path, how):
-    root, home = tmp_path / "data", tmp_path / "prefect-home"
+def test_a_stopped_gur_train_checkpoints_marks_the_run_crashed_and_resumes(tmp_path, how, migrated_prefect_db):
+    root, home = tmp_path / "data", fresh_prefect_home(tmp_path / "prefect-home", migrated_prefect_db)
     write_demo_shards(root / "shuffle" / "demo", max_docs=30, max_pairs_per_doc=20, row_group_rows=64)
     log = tmp_path / "gur.log"
     proc = train_until_a_step(tmp_path, root, home, log)
@@ -97,8 +98,10 @@ def test_a_stopped_gur_train_checkpoints_marks_the_run_crashed_and_resumes(tmp_p
     ]
     (run,) = list((root / "train").iterdir())
     assert list((run / "checkpoints").glob("step-*.pt")), text
-    time.sleep(2)
-    assert servers_of(home) == []  # no ephemeral server (nor trainer) left behind
+    gone_by = time.monotonic() + 2
+    while servers_of(home) and time.monotonic() < gone_by:
+        time.sleep(0.1)
+    assert servers_of(home) == []  # no ephemeral server (nor trainer) left behind 2 s later
     assert flow_run_states(home) == ["CRASHED"]
 
     first = len(log.read_bytes())

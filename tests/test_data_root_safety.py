@@ -177,11 +177,16 @@ def test_two_processes_updating_one_catalog_both_succeed(tmp_path):
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_busy_catalog_never_fails_a_finished_run(tmp_path, corpus, monkeypatch):
+    import functools
+
     import storage.catalog as catalog
+    import tasks.runtime.catalog as catalog_task
     from flows.build_pairs import build_pairs
 
     root = tmp_path / "data"
-    monkeypatch.setattr(catalog, "WAIT_S", 0.5)
+    # refresh_catalog's `wait_s` default was bound to WAIT_S (120 s) at import: give up after 0.5 s in the
+    # update-catalog task instead, so the run meets a catalog busy throughout (not one freed 60 s later).
+    monkeypatch.setattr(catalog_task, "refresh_catalog", functools.partial(catalog.refresh_catalog, wait_s=0.5))
     holder = subprocess.Popen(  # another process in the middle of a catalog update
         [
             sys.executable,
@@ -202,6 +207,7 @@ def test_a_busy_catalog_never_fails_a_finished_run(tmp_path, corpus, monkeypatch
         state = build_pairs(input_path=str(corpus), root=str(root), workers=1, return_state=True)
         assert state.is_completed()
         assert task_states(state)["update-catalog"] == "Completed"
+        assert holder.poll() is None  # the catalog was busy for the whole run
     finally:
         holder.kill()
         holder.wait()

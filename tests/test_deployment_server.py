@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, fresh_prefect_home
 
 BIN = Path(sys.executable).parent
 
@@ -52,7 +52,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.mark.slow
-def test_deployment_run_through_a_real_server(tmp_path):
+def test_deployment_run_through_a_real_server(tmp_path, migrated_prefect_db):
     corpus = tmp_path / "docs.jsonl"
     doc = {"title": "Cats", "text": "Cats purr loudly. Cats purr softly.\nKittens play."}
     corpus.write_text(json.dumps(doc) + "\n", encoding="utf-8")
@@ -66,7 +66,7 @@ def test_deployment_run_through_a_real_server(tmp_path):
     api = f"http://127.0.0.1:{port}/api"
     env = {
         **os.environ,
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_HOME": str(fresh_prefect_home(tmp_path / "prefect-home", migrated_prefect_db)),
         "PREFECT_API_URL": api,
         "GUR_HOME": str(tmp_path / "data"),
         "PREFECT_RUNNER_POLL_FREQUENCY": "2",

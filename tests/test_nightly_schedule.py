@@ -19,6 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from conftest import fresh_prefect_home  # noqa: E402
 from test_deployment_server import BIN, free_port, stop, wait_for  # noqa: E402
 from test_nightly import write_config  # noqa: E402
 from tiny_bert import REPO, tiny_bert, titles  # noqa: E402
@@ -52,7 +53,7 @@ def wait_until(check, timeout: float, what: str, logs: Path):
 
 
 @pytest.mark.slow
-def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path):
+def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path, migrated_prefect_db):
     rows = titles(700)  # as test_nightly: a held-out share large enough for the paired test to see the gain
     corpus = tmp_path / "corpus"  # the folder new documents land in: the first 600 titles, then 100 more
     corpus.mkdir()
@@ -66,11 +67,13 @@ def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path):
     api = f"http://127.0.0.1:{port}/api"
     env = {
         **os.environ,
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_HOME": str(fresh_prefect_home(tmp_path / "prefect-home", migrated_prefect_db)),
         "PREFECT_API_URL": api,
         "GUR_HOME": str(root),
         "PREFECT_RUNNER_POLL_FREQUENCY": "1",
         "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1",
+        # a run refused by the deployment's concurrency limit is retried after 2 s, not the default 30 s
+        "PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS": "2",
         "GUR_NIGHTLY_CRON": "30 3 * * *",
         "GUR_NIGHTLY_TZ": "Europe/Berlin",
         "PYTHONPATH": str(REPO),
