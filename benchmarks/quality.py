@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/quality.py --only test --seeds 0   # the headline rows, one seed
     .venv/bin/python benchmarks/quality.py --only dev --ablations minilm tfcsg "kw+cl"
     .venv/bin/python benchmarks/quality.py --preset paper     # on a GPU
+    .venv/bin/python benchmarks/quality.py --only dev --ablations "kw+s2s, s2s weight 4, mix 0.75"  # a frontier row
+    .venv/bin/python benchmarks/quality.py --report           # run nothing: tables, the rule, the frontier chart
 
 Split: `../shared/data/stackoverflow/train.tsv` per tag in file order, the first 80% train, the last
 20% held out (12,800 / 3,200, like the paper's 16k / 4k). Keywords are mined and models trained on
@@ -16,6 +18,11 @@ chosen there, so the held-out part is only ever reported: its rows (`--rows`) ar
 TFCSG's default and SimCSE over `--seeds` (mean +- std), and the paper's exact three-loss recipe
 (first seed). Results go to `<workdir>/quality.json` as they come (a rerun reuses every
 finished training run: the train flow's cache). Wall time is printed per row and in total.
+
+The frontier: rows named `BASE, mix W` are BASE's run with its weights mixed back toward MiniLM's
+(`interpolate: W`, one training per BASE), and the anchor rows train with `sim_anchor_weight` or
+`l2sp_weight`. After a dev invocation the rule that picks the default (`choose_default`) runs on
+every dev row in the results file and `<workdir>/frontier.png` plots P@1 against STS-B dev.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ TRAINED: dict[str, tuple[str, dict]] = {
     "kw+cl+s2s": ("tfcsg", {"losses": "kw+cl+s2s"}),
     "kw+s2s, s2s weight 2": ("tfcsg", {"losses": "kw+s2s", "s2s_weight": 2.0}),
     "kw+s2s, s2s weight 4": ("tfcsg", {"losses": "kw+s2s", "s2s_weight": 4.0}),
+    "kw+s2s, s2s weight 8": ("tfcsg", {"losses": "kw+s2s", "s2s_weight": 8.0}),
     "kw+s2s, lr 6e-5": ("tfcsg", {"losses": "kw+s2s", "lr": 6e-5}),
     "kw+s2s, topic-spread batches": ("tfcsg", {"losses": "kw+s2s", "sampling": "topic-spread"}),
     "kw+s2s, every negative, topic-spread batches": (
@@ -69,6 +77,30 @@ TRAINED: dict[str, tuple[str, dict]] = {
     "kw, 3 epochs": ("tfcsg", {"losses": "kw", "epochs": 3.0}),
     "simcse, topic-masked": ("simcse", {"negatives": "topic-masked"}),
 }
+# The frontier: ways to keep the start model's general similarity while the domain tasks train
+# (models.tfcsg: the anchors; models.interpolate: the mix with the start's weights, w * trained).
+FRONTIER_BASES = {
+    "tfcsg": {"s2s_weight": 2.0},
+    "kw+s2s, s2s weight 4": {"losses": "kw+s2s", "s2s_weight": 4.0},
+    "kw+s2s, s2s weight 8": {"losses": "kw+s2s", "s2s_weight": 8.0},
+    "s2s": {"losses": "s2s"},
+    "cl+s2s": {"losses": "cl+s2s"},
+}
+MIX_WEIGHTS = (0.25, 0.5, 0.75)
+for _base, _options in FRONTIER_BASES.items():
+    for _w in MIX_WEIGHTS:
+        TRAINED[f"{_base}, mix {_w:g}"] = ("tfcsg", {**_options, "interpolate": _w})
+TRAINED.update(
+    {
+        "kw+s2s, s2s weight 4, similarity anchor 10": (
+            "tfcsg",
+            {"losses": "kw+s2s", "s2s_weight": 4.0, "sim_anchor_weight": 10.0},
+        ),
+        "s2s, similarity anchor 10": ("tfcsg", {"losses": "s2s", "sim_anchor_weight": 10.0}),
+        "kw+s2s, s2s weight 4, l2sp 0.1": ("tfcsg", {"losses": "kw+s2s", "s2s_weight": 4.0, "l2sp_weight": 0.1}),
+    }
+)
+DEFAULT_ROW = "tfcsg"
 SEEDED = ("tfcsg", "simcse")
 HEADLINE = ("bm25", "minilm", "tfcsg", "simcse", "paper: cl+kl+s2s")  # scored on the held-out part
 # The dev rows a plain run scores (one seed each): the paper's losses and the keyword task, each alone
@@ -175,6 +207,23 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def save_rows(path: Path, split: str, results: dict[str, dict]) -> None:
+    """Merge this invocation's rows into the results file under a lock: rows and seeds of earlier invocations,
+    and of one running beside this one (other rows or other seeds), stay."""
+    import fcntl
+
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = json.loads(path.read_text()) if path.exists() else {}
+        rows = saved.setdefault(split, {})
+        for name, res in results.items():  # a row's runs merge by seed: seeds run elsewhere stay
+            seeds = {r.get("seed") for r in res["runs"]}
+            kept = [r for r in rows.get(name, {}).get("runs", []) if r.get("seed") not in seeds]
+            runs = sorted(kept + res["runs"], key=lambda r: (r.get("seed") is None, r.get("seed") or 0))
+            rows[name] = {**res, "runs": runs}
+        path.write_text(json.dumps(saved, indent=2) + "\n")
+
+
 def split_rows(path: Path, percent: int, split: str) -> tuple[list[dict], list[dict]]:
     """test: (training part, held-out part); dev: the training part split again the same way."""
     train_rows, held_rows = split_stackoverflow(path, percent)
@@ -202,7 +251,6 @@ def run_split(split: str, rows: list[str], args, root: Path, results_path: Path,
     t0 = time.time()
     kw = mine_keywords(input_path=str(train_file), text_field="title", title_field="", k=args.k, root=str(root))
     print(f"keywords {kw['fingerprint']} in {time.time() - t0:.0f} s", flush=True)
-    saved = json.loads(results_path.read_text()) if results_path.exists() else {}
     results: dict[str, dict] = {}
     for row in rows:
         if row in BASELINES:
@@ -219,20 +267,91 @@ def run_split(split: str, rows: list[str], args, root: Path, results_path: Path,
                     method=method,
                     preset=args.preset,
                     keywords=kw["fingerprint"],
-                    options={**overrides, "seed": seed},
+                    options={**overrides, "seed": seed, **({"threads": args.threads} if args.threads else {})},
                     root=str(root),
                 )
                 manifest = json.loads((root / ref["path"] / "_manifest.json").read_text())
-                train_s = manifest["timings"]["total_s"]  # the run's own time, also when this call was a cache hit
+                # the run's own time, also when this call was a cache hit; a mixed run adds its unmixed run's
+                train_s = manifest["timings"]["total_s"] + (manifest.get("unmixed_total_s") or 0.0)
                 export = root / ref["path"] / "export"
                 scores = score(str(export), scored, stsb)
                 runs.append({"seed": seed, "train": ref["path"], "train_s": train_s, "scores": scores})
                 shown = {k: round(v, 4) for k, v in scores.items()}
                 print(f"{split} {row} seed {seed}: {shown} (train {train_s / 60:.1f} min)", flush=True)
             results[row] = {"method": method, "overrides": overrides, "runs": runs}
-        saved[split] = {**saved.get(split, {}), **results}  # rows of earlier invocations stay
-        results_path.write_text(json.dumps(saved, indent=2) + "\n")
+        save_rows(results_path, split, results)
     return results
+
+
+def dev_point(res: dict) -> tuple[float, float]:
+    """(P@1, STS-B) of a row: the mean over its runs."""
+    runs = [r["scores"] for r in res["runs"]]
+    return float(np.mean([r["P@1"] for r in runs])), float(np.mean([r.get("STS-B", np.nan) for r in runs]))
+
+
+def choose_default(dev: dict[str, dict], start: str = "minilm", current: str = DEFAULT_ROW) -> tuple[str, str]:
+    """The rule that picks the default on the dev split: the best P@1 among rows within .01 of the start's
+    STS-B, replacing the current default only when it gains at least .01 of P@1. Returns (row, why)."""
+    start_sts = dev_point(dev[start])[1]
+    allowed = {
+        name: dev_point(res)
+        for name, res in dev.items()
+        if name not in BASELINES and dev_point(res)[1] >= start_sts - 0.01 - 1e-9
+    }
+    if current not in dev:
+        return current, f"{current!r} has no dev row: nothing to compare"
+    best = max(allowed, key=lambda n: allowed[n][0], default=current)
+    gain = allowed.get(best, dev_point(dev[current]))[0] - dev_point(dev[current])[0]
+    if best != current and gain >= 0.01 - 1e-9:
+        return best, f"{best!r}: dev P@1 {allowed[best][0]:.3f} (+{gain:.3f}), STS-B {allowed[best][1]:.3f}"
+    return current, f"the default stays: the best allowed row {best!r} gains {gain:+.3f} (< .01)"
+
+
+def frontier_plot(dev: dict[str, dict], path: Path, default: str = DEFAULT_ROW, pick: str | None = None) -> Path:
+    """P@1 against STS-B dev for every dev row with both; mixing curves as lines from the start; the default
+    marked. The dashed line is the rule's STS-B allowance (the start's value - .01)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 6))
+    start = dev_point(dev["minilm"]) if "minilm" in dev else None
+    if start:
+        ax.axvline(start[1] - 0.01, color="0.5", ls="--", lw=1, label="start STS-B - .01 (the rule)")
+    for base in FRONTIER_BASES:
+        names = [f"{base}, mix {w:g}" for w in MIX_WEIGHTS]
+        pts = [dev_point(dev[n]) for n in names if n in dev]
+        if pts and base in dev:
+            curve = ([start] if start else []) + pts + [dev_point(dev[base])]
+            ax.plot(
+                [p[1] for p in curve],
+                [p[0] for p in curve],
+                "-",
+                lw=1,
+                alpha=0.6,
+                label=f"{base}: mixed with the start",
+            )
+    for name, res in dev.items():
+        p1, sts = dev_point(res)
+        if np.isnan(sts):
+            continue
+        style = dict(marker="*", s=220, color="crimson", zorder=5) if name == default else dict(s=22, color="k")
+        if name == pick and pick != default:
+            style = dict(marker="*", s=220, color="gold", edgecolors="k", zorder=5)
+        if name == "minilm":
+            style = dict(marker="s", s=60, color="tab:blue", zorder=5)
+        ax.scatter([sts], [p1], **style)
+        ax.annotate(name, (sts, p1), fontsize=6, xytext=(3, 2), textcoords="offset points")
+    ax.set_xlabel("STS-B en dev Spearman (general similarity)")
+    ax.set_ylabel("question retrieval P@1, dev part (domain)")
+    picked = f"; the rule's pick, gold: {pick}" if pick and pick != default else ""
+    ax.set_title(f"TFCSG from MiniLM, dev split. Red: the default ({default}){picked}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def main() -> None:
@@ -251,7 +370,17 @@ def main() -> None:
     )
     parser.add_argument("--only", choices=["test", "dev"], default=None, help="run one split only")
     parser.add_argument("--preset", default="cpu", choices=["cpu", "paper", "auto"])
+    parser.add_argument(
+        "--report", action="store_true", help="run nothing: print the tables, the rule and the chart of --workdir"
+    )
     parser.add_argument("--k", type=int, default=30, help="GSDMM K for the keywords (the paper's 30)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads per training run (default: torch's). Two invocations on different rows at 1 thread "
+        "each use 2 cores better than one at 2 (results merge into one file); not part of any run's fingerprint",
+    )
     args = parser.parse_args()
     unknown = [r for r in [*args.rows, *args.ablations] if r not in BASELINES and r not in TRAINED]
     if unknown:
@@ -263,10 +392,17 @@ def main() -> None:
     results_path = work / "quality.json"
     stsb = load_stsb(args.stsb)
     tables = {}
-    if args.only in (None, "dev"):
+    if args.report:  # nothing runs: the tables, the rule and the chart from what the results file holds
+        tables = json.loads(results_path.read_text()) if results_path.exists() else {}
+    elif args.only in (None, "dev"):
         tables["dev"] = run_split("dev", args.ablations, args, work / "data", results_path, stsb)
-    if args.only in (None, "test"):
+    if not args.report and args.only in (None, "test"):
         tables["test"] = run_split("test", args.rows, args, work / "data", results_path, stsb)
+    if "dev" in tables and "minilm" in tables["dev"]:
+        dev = json.loads(results_path.read_text())["dev"]  # every dev row run so far, this invocation's and earlier
+        row, why = choose_default(dev)
+        print(f"\nthe rule on the dev split: {why}")
+        print(f"frontier chart: {frontier_plot(dev, work / 'frontier.png', pick=row)}")
     for split, results in tables.items():
         title = "held-out part (3,200 titles)" if split == "test" else "dev part (2,560 titles; ablations)"
         print(f"\n{title}\n\n" + table(results))
