@@ -32,11 +32,6 @@ def interpolate_state(trained: dict[str, Tensor], start: dict[str, Tensor], weig
     return mixed
 
 
-def shared_tensors(trained: dict[str, Tensor], start: dict[str, Tensor]) -> int:
-    """How many floating-point tensors `interpolate_state` mixes (0 means the two are different models)."""
-    return sum(1 for n, v in trained.items() if n in start and start[n].shape == v.shape and v.is_floating_point())
-
-
 def interpolate_export(trained_dir: str | Path, start_dir: str | Path, weight: float, out: str | Path) -> Path:
     """A copy of the export `trained_dir` whose transformer weights (`model.safetensors`, as `export_encoder`
     writes them) are mixed with those of `start_dir`, the HF folder it was trained from."""
@@ -46,11 +41,12 @@ def interpolate_export(trained_dir: str | Path, start_dir: str | Path, weight: f
     trained_dir, out = Path(trained_dir), Path(out)
     trained = load_file(str(trained_dir / "model.safetensors"))
     start = AutoModel.from_pretrained(str(start_dir)).state_dict()
-    floats = sum(1 for v in trained.values() if v.is_floating_point())
-    if shared_tensors(trained, start) < floats:
-        missing = [n for n, v in trained.items() if v.is_floating_point() and n not in start][:3]
+    missing = [
+        n for n, v in trained.items() if v.is_floating_point() and getattr(start.get(n), "shape", None) != v.shape
+    ]
+    if missing:
         raise ValueError(
-            f"{start_dir} is not the encoder {trained_dir} was trained from (no start value for {missing})"
+            f"{start_dir} is not the encoder {trained_dir} was trained from (no start value for {missing[:3]})"
         )
     mixed = interpolate_state(trained, start, weight)
     with atomic_path(out) as tmp:
