@@ -98,7 +98,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from flows.train import train_flow
     from storage.layout import data_root
-    from storage.stage_output import ref_dir
+    from storage.stage_output import ref_dir, ref_manifest
+    from tasks.runtime.artifacts import trained_dir
 
     root = data_root(args.root)
     options = json.loads(args.options) if args.options else {}  # checked by check_train
@@ -120,12 +121,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         keywords=args.keywords,
         texts=str(Path(args.texts).resolve()) if args.texts else None,
     )
-    out = ref_dir(root, ref)
-    summary_path = out / "summary.json"
+    out, trained = ref_dir(root, ref), trained_dir(root, ref)
+    summary_path = trained / "summary.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
     print(f"\nmodel folder: {out}")
     print(f"  export     {out / 'export'}  (SentenceTransformer(path) or AutoModel.from_pretrained(path))")
-    print(f"  curves     {out / 'loss_curve.png'}  metrics: {out / 'metrics.parquet'}")
+    if trained != out:
+        weight = ref_manifest(root, ref).get("config", {}).get("interpolate")
+        print(f"  mixed      the trained weights at {weight}, the start's at {1 - weight:g}; trained in {trained}")
+    print(f"  curves     {trained / 'loss_curve.png'}  metrics: {trained / 'metrics.parquet'}")
     curve = summary.get("heldout_acc") or []
     if curve:
         (last_step, last), (best_step, best) = curve[-1], max(curve, key=lambda point: point[1])

@@ -142,13 +142,14 @@ methods:
   simcse  the same encoder, batch, length and epochs, unsupervised SimCSE only (losses cl);
           on a keywords output or on any text column (--texts FILE --text-field F)
 
-presets (tfcsg / simcse; default auto: paper on a GPU, cpu otherwise, printed at the start):
+presets (tfcsg / simcse; default auto = cpu, the measured one, on every machine; printed at the start):
   paper   the TFCSG paper: Adam lr 3e-5, batch 32, 10 epochs, max length 32, [CLS] pooling,
           losses cl+kl+s2s, every in-batch negative
   cpu     16,000 titles in under 30 minutes on 2 cores: 1 epoch, batch 64, mean pooling, losses
-          kw+s2s (question vs its own keyword sequence, plus keyword generation at weight 2) with
-          same-topic negatives masked; cuts the paper's 10 epochs to 1 and takes the losses that
-          measured best on a dev split
+          kw+s2s (question vs its own keyword sequence, plus keyword generation at weight 8) with
+          same-topic negatives masked, the export mixed 0.75 with the start's weights (interpolate:
+          keeps general similarity); cuts the paper's 10 epochs to 1 and takes what measured best
+          on a dev split
   gur: tiny (CPU tests) or small (GUR-Small, the default)
 
 examples:

@@ -78,8 +78,10 @@ def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
 
     root, kw, model = setup["root"], setup["keywords"], str(setup["model"])
     config = resolve_config("tfcsg", "cpu", 20, None, None, model, "lm+cl", dict(OPTIONS))
-    out = root / "train" / train_fingerprint(kw, config)
-    cfg = train_config(config, out_dir=str(out), questions=str(root / kw["path"]))
+    assert config["interpolate"] == 0.75  # the preset mixes the export with the start: training is a run of its own
+    trained_config = {**config, "interpolate": 1.0}
+    out = root / "train" / train_fingerprint(kw, trained_config)
+    cfg = train_config(trained_config, out_dir=str(out), questions=str(root / kw["path"]))
     (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(cfg)))
 
     # a real trainer process gets Ctrl-C after step 6: it finishes the step, saves and exits 3
@@ -108,7 +110,9 @@ def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
         options=OPTIONS,
         root=str(root),
     )
-    assert root / ref["path"] == out
+    mixed = read_manifest(root / ref["path"])
+    assert root / mixed["unmixed"]["path"] == out and mixed["config"]["interpolate"] == 0.75
+    export = root / ref["path"] / "export"  # the model: 0.75 * trained + 0.25 * start
     manifest = read_manifest(out)
     assert manifest["rows"]["steps"] == 20
     assert manifest["rows"]["rows"] == 200 and manifest["rows"]["train_rows"] + manifest["rows"]["heldout_rows"] == 200
@@ -132,16 +136,16 @@ def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
 
     # the export loads as a SentenceTransformer and gives the trained model's vectors
     texts = [r["title"] for r in titles(5)]
-    st = SentenceTransformer(str(out / "export"), device="cpu").encode(texts, convert_to_tensor=True)
-    trained = TfcsgModel(str(out / "export"), pooling="mean").eval()
-    batch = AutoTokenizer.from_pretrained(str(out / "export"))(texts, padding=True, return_tensors="pt")
+    st = SentenceTransformer(str(export), device="cpu").encode(texts, convert_to_tensor=True)
+    trained = TfcsgModel(str(export), pooling="mean").eval()
+    batch = AutoTokenizer.from_pretrained(str(export))(texts, padding=True, return_tensors="pt")
     assert torch.allclose(st, trained.embed(batch["input_ids"], batch["attention_mask"]), atol=1e-5)
 
     # Scored on 200 titles it never trained on, against its own init: training must have helped. On its
     # training titles the same evaluation is flagged, with the overlap counted.
     unseen = write_titles(tmp_path, titles(400)[200:])[1]
     result = evaluate(
-        models=[str(out / "export"), str(model)],
+        models=[str(export), str(model)],
         stackoverflow=str(unseen),
         stsb=[],
         lee=False,
@@ -158,11 +162,11 @@ def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
     ).fetchall()
     con.close()
     values = {spec: (value, detail) for spec, value, detail in rows}
-    trained, init = values[str(out / "export")], values[str(model)]
+    trained, init = values[str(export)], values[str(model)]
     assert trained[0] > init[0] and "OVERLAP" not in trained[1]
     assert Path(result["report"]).exists()
     seen = evaluate(
-        models=[str(out / "export")],
+        models=[str(export)],
         stackoverflow=str(setup["labelled"]),
         stsb=[],
         lee=False,
@@ -264,6 +268,15 @@ def test_start_anchors_train_and_an_interpolated_run_reuses_its_unmixed_run(setu
     assert not torch.allclose(trained[name], start[name])
     label = json.loads((setup["root"] / mixed["path"] / "export" / "gur_export.json").read_text())
     assert label["interpolate"] == 0.5 and label["unmixed_fingerprint"] == unmixed["fingerprint"]
+    # the run's artifacts show the curves and summary of the training behind the mix
+    from tasks.runtime.artifacts import train_markdown, train_summary_rows, trained_dir
+
+    assert trained_dir(setup["root"], mixed) == setup["root"] / unmixed["path"]
+    markdown = train_markdown(setup["root"], mixed, since=0.0)
+    assert "mixed with the start's weights at 0.5" in markdown and "data:image/png;base64," in markdown
+    assert "| step | heldout_acc |" in markdown
+    fields = {r["field"]: r["value"] for r in train_summary_rows(setup["root"], mixed, since=0.0)}
+    assert fields["trained in"] == str(setup["root"] / unmixed["path"]) and fields["interpolate"] == "0.5"
     # a second weight trains nothing: the unmixed run is reused as it is
     finished = metrics["finished_at"]
     quarter = train_flow(**common, options=dict(options, interpolate=0.25))

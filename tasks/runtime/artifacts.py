@@ -81,6 +81,16 @@ def train_summary_rows(root: Path, ref: dict[str, str], since: float) -> list[di
         **{f"final {k}": v for k, v in manifest.get("final", {}).items() if k != "step"},
         "seconds": manifest.get("timings", {}).get("total_s"),
         "folder": str(out),
+        # a mixed run: its weight, and where and how long the training ran
+        **(
+            {
+                "interpolate": manifest.get("config", {}).get("interpolate"),
+                "trained in": str(ref_dir(root, manifest["unmixed"])),
+                "training seconds": manifest.get("unmixed_total_s"),
+            }
+            if manifest.get("unmixed")
+            else {}
+        ),
         "export": str(out / manifest["export"]) if manifest.get("export") else None,
     }
     return [{"field": k, "value": _fmt(v)} for k, v in fields.items() if v is not None]
@@ -96,14 +106,24 @@ def heldout_table(summary: dict[str, Any]) -> list[str]:
     return [head, "", "| step | heldout_acc |", "|---:|---:|", *(f"| {s} | {_fmt(a)} |" for s, a in acc)]
 
 
+def trained_dir(root: Path, ref: dict[str, str]) -> Path:
+    """The folder holding a run's curves, metrics and `summary.json`: its own, or for a run whose export is
+    mixed with the start's weights (`interpolate`) the unmixed run's, where the training happened."""
+    unmixed = ref_manifest(root, ref).get("unmixed")
+    return ref_dir(root, unmixed if unmixed else ref)
+
+
 def train_markdown(root: Path, ref: dict[str, str], since: float, inline_limit: int = 2_000_000) -> str:
     """The loss curve (inline as a data URI: the UI cannot read the data root) and the held-out table."""
     manifest = ref_manifest(root, ref)
-    out = ref_dir(root, ref)
     labels = " ".join(manifest.get("labels", {}).values())
     status = stage_status(manifest, since)
     lines = [f"# train {labels} {ref['fingerprint'][:12]} ({status})", ""]
-    lines += [f"{manifest.get('rows', {}).get('steps')} steps; run folder `{out}`", ""]
+    lines += [f"{manifest.get('rows', {}).get('steps')} steps; run folder `{ref_dir(root, ref)}`", ""]
+    out = trained_dir(root, ref)
+    if out != ref_dir(root, ref):
+        weight = manifest.get("config", {}).get("interpolate")
+        lines += [f"export mixed with the start's weights at {weight}; trained (curves below) in `{out}`", ""]
     curve = out / "loss_curve.png"
     if curve.exists() and curve.stat().st_size <= inline_limit:
         data = base64.b64encode(curve.read_bytes()).decode("ascii")
