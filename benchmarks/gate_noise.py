@@ -5,7 +5,8 @@
 The StackOverflow titles' first `--titles` rows are split as a night splits its corpus
 (tasks/nightly/holdout.py: a seeded hash-based 20% held out for the gate); keywords are mined on
 the rest; a champion (training seed 0) and `--candidates` candidates (seeds 1..N) are trained with
-the same recipe (`cpu` preset, `--steps` steps) from the same init, and each candidate is gated
+the same recipe (`cpu` preset at its measured s2s weight 2, unmixed; `--steps` steps) from the same
+init, and each candidate is gated
 against the champion on the held-out titles' P@1:
 
 - today's rule (before the paired test): candidate P@1 >= champion P@1 + margin 0;
@@ -41,6 +42,9 @@ def train_one(keywords: Path, init: str, steps: int, seed: int, lr: float | None
     from tasks.train.task import train_config
 
     options = {"seed": seed, "eval_every": 0, "ckpt_every": 10_000, "threads": 1, **({"lr": lr} if lr else {})}
+    # the recipe its figures were measured with (the `cpu` preset before the mix): the trainer is called
+    # directly, so the preset's `interpolate` would not apply anyway
+    options.update(s2s_weight=2.0, interpolate=1.0)
     config = resolve_config("tfcsg", "cpu", steps, None, None, init, "lm+cl", options)
     cfg = train_config(config, out_dir=str(out), questions=str(keywords))
     train_loop(cfg)

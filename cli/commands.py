@@ -131,11 +131,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"  mixed      the trained weights at {weight}, the start's at {1 - weight:g}; trained in {trained}")
     print(f"  curves     {trained / 'loss_curve.png'}  metrics: {trained / 'metrics.parquet'}")
     curve = summary.get("heldout_acc") or []
+    mixed_note = " of the trained weights, before the mix" if trained != out else ""
     if curve:
         (last_step, last), (best_step, best) = curve[-1], max(curve, key=lambda point: point[1])
         print(
             f"  held-out in-batch accuracy {last:.3f} at step {last_step} (peak {best:.3f} at step {best_step}; "
-            f"chance {summary.get('chance', float('nan')):.3f})"
+            f"chance {summary.get('chance', float('nan')):.3f}){mixed_note}"
         )
     print(f"\nEvaluate it:  gur evaluate {out / 'export'} minilm bm25")
     return 0

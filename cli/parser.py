@@ -148,14 +148,15 @@ presets (tfcsg / simcse; default auto = cpu, the measured one, on every machine;
   cpu     16,000 titles in under 30 minutes on 2 cores: 1 epoch, batch 64, mean pooling, losses
           kw+s2s (question vs its own keyword sequence, plus keyword generation at weight 8) with
           same-topic negatives masked, the export mixed 0.75 with the start's weights (interpolate:
-          keeps general similarity); cuts the paper's 10 epochs to 1 and takes what measured best
-          on a dev split
+          keeps general similarity; simcse is never mixed); cuts the paper's 10 epochs to 1 and
+          takes what measured best on a dev split
   gur: tiny (CPU tests) or small (GUR-Small, the default)
 
 examples:
   gur mine-keywords questions.tsv --text-field title --title-field ''
   gur train --method tfcsg                              # newest keywords, preset auto
-  gur train --method tfcsg --preset cpu --losses cl+kl+s2s --negatives all   # the paper's losses
+  gur train --method tfcsg --preset cpu --losses cl+kl+s2s --negatives all \
+      --options '{"s2s_weight": 1, "interpolate": 1}'  # the paper's losses, weights, no mix
   gur train --method simcse --texts questions.tsv --text-field title
   gur train --preset tiny --steps 1000                  # GUR"""
 

@@ -43,7 +43,7 @@ def resolve_config(
     objective: str,
     options: dict[str, Any],
 ) -> dict[str, Any]:
-    """TrainConfig fields: GUR's defaults, or a question preset (`auto`: paper on a GPU, cpu otherwise)."""
+    """TrainConfig fields: GUR's defaults, or a question preset (`auto`: cpu, the measured one, on every machine)."""
     if method == "gur":
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
@@ -63,7 +63,7 @@ def resolve_config(
 
     name = resolve_preset(preset or "auto", torch.cuda.is_available())
     if preset in (None, "auto"):
-        print(f"train: preset {name!r} ({'a GPU is' if name == 'paper' else 'no GPU'} visible; --preset to choose)")
+        print(f"train: preset {name!r} (auto: the measured recipe on every machine; --preset paper for the paper's)")
     overrides = {"pooling": pooling, "lr": lr, **options}
     if steps:  # a fixed step count instead of the preset's epochs
         overrides.update(max_steps=steps, epochs=0.0)
@@ -96,7 +96,7 @@ def train_flow(
     were built with (`lcs` or `none`). `method="tfcsg"` / `"simcse"`: on the keywords stage
     `keywords` (a fingerprint; default the newest complete one), or for SimCSE a text file
     `texts` (column `options.text_field`), fine-tuning `init_from` (default the shipped MiniLM);
-    preset paper / cpu / auto (auto: paper on a GPU, else cpu; models/train_presets.py); `steps`
+    preset paper / cpu / auto (auto = cpu on every machine; models/train_presets.py); `steps`
     replaces the preset's epochs. `options` sets any other TrainConfig field.
     """
     if method not in METHODS:

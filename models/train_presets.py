@@ -10,7 +10,7 @@
   paper's keyword generation (`s2s`) at weight 8, same-topic negatives masked, and the exported
   weights mixed back toward the start's (`interpolate` 0.75: 0.75 * trained + 0.25 * start), which
   keeps the start's general similarity (STS-B) that the larger s2s weight alone would cost.
-  The paper's losses stay one option away (`losses="cl+kl+s2s", interpolate=1`).
+  The paper's losses stay one option away (`losses="cl+kl+s2s", s2s_weight=1, interpolate=1`).
 Both use tau 0.05 (SimCSE's), no weight decay and no warmup (Adam with a constant rate, as the paper).
 SimCSE takes the same preset with `losses="cl"` and every in-batch negative (SimCSE's own recipe).
 """

@@ -178,6 +178,20 @@ def test_config_errors_name_the_file_and_key(tmp_path):
     assert cfg.corpus.path == str(tmp_path / "docs") and cfg.evaluate.stsb == [str(tmp_path / "dev.csv")]
 
 
+def test_a_changed_preset_is_something_new_to_train(tmp_path, monkeypatch):
+    """The same nightly.toml after a release that changed the `cpu` preset's values must not be "nothing new"."""
+    from models import train_presets
+    from tasks.nightly.report import training_settings
+
+    path = tmp_path / "nightly.toml"
+    path.write_text('[corpus]\npath = "docs"\n[train]\npreset = "cpu"\n')
+    cfg = load_nightly_config(path)
+    before = training_settings(cfg)
+    assert training_settings(load_nightly_config(path)) == before  # stable: same file, same preset
+    monkeypatch.setitem(train_presets.PRESETS, "cpu", {**train_presets.PRESETS["cpu"], "s2s_weight": 3.0})
+    assert training_settings(cfg) != before
+
+
 PRIMARY = "stackoverflow-holdout/question_retrieval/precision@1"  # the held-out share of the corpus
 
 

@@ -109,8 +109,12 @@ def test_columns(test: PairedTest | None) -> dict[str, float | int | None]:
 
 
 def training_settings(cfg: NightlyConfig) -> str:
-    """What, besides the data, decides the candidate: a new value here means something new to train."""
-    return fingerprint("nightly-train", "v1", {"train": cfg.train, "keywords": cfg.keywords})
+    """What, besides the data, decides the candidate: a new value here means something new to train. A
+    question preset counts by its values, not its name: a release that changes `cpu` retrains once."""
+    from models.train_presets import PRESETS, resolve_preset
+
+    preset = PRESETS[resolve_preset(cfg.train.preset, gpu=False)] if cfg.train.method == "tfcsg" else {}
+    return fingerprint("nightly-train", "v1", {"train": cfg.train, "keywords": cfg.keywords, "preset": preset})
 
 
 NIGHT_COUNTS = ("files_new", "files_changed", "files_removed", "documents_new", "documents_removed", "rejects_new")
