@@ -6,8 +6,7 @@ The StackOverflow titles' first `--titles` rows are split as a night splits its 
 (tasks/nightly/holdout.py: a seeded hash-based 20% held out for the gate); keywords are mined on
 the rest; a champion (training seed 0) and `--candidates` candidates (seeds 1..N) are trained with
 the same recipe (`cpu` preset at its measured s2s weight 2, unmixed; `--steps` steps) from the same
-init, and each candidate is gated
-against the champion on the held-out titles' P@1:
+init, and each candidate is gated against the champion on the held-out titles' P@1:
 
 - today's rule (before the paired test): candidate P@1 >= champion P@1 + margin 0;
 - the new gate (tasks/nightly/champion.py `gate`): 95% paired bootstrap interval of the per-query
