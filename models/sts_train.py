@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from models.precision import autocast_for, check_dtype
 from models.schedule import get_lr
 from storage.progress import Progress, current_logger
 
@@ -35,6 +36,7 @@ class StsTrainConfig:
     rank_weight: float = 0.0  # > 0: adds this times CoSENT's ranking loss to the MSE (see `cosent_loss`)
     pooling: str = "cls"  # cross-encoders: "cls" (the survey's) or "mean" over the pair's tokens
     symmetric: bool = False  # cross-encoders: train on a random order of each pair, predict the mean of both
+    dtype: str = "fp32"  # "bf16": bf16 autocast in training and prediction (models.precision; ~1.7x on AMX CPUs)
     seed: int = 0
     eval_batch: int = 64
 
@@ -76,6 +78,7 @@ def train_scorer(
     Logs `sts train: 57/200 steps (28%, 0.5/s, 1m54s in, ETA 4m46s), loss=0.0312, lr=2e-05` at most every
     `storage.progress.LOG_EVERY_S` (10 s), and a heartbeat line when a step takes longer than that.
     """
+    check_dtype(config.dtype)
     torch.manual_seed(config.seed)
     target = torch.tensor(np.asarray(score) / 5.0, dtype=torch.float32)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -90,7 +93,8 @@ def train_scorer(
             lr = get_lr(step, len(batches), warmup, config.schedule, config.lr)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            pred = model([a[i] for i in idx], [b[i] for i in idx])  # (B,)
+            with autocast_for(device_of(model), config.dtype):
+                pred = model([a[i] for i in idx], [b[i] for i in idx])  # (B,)
             loss = nn.functional.mse_loss(pred.float(), target[idx])
             if config.rank_weight:
                 loss = loss + config.rank_weight * cosent_loss(pred.float(), target[idx])
@@ -104,6 +108,11 @@ def train_scorer(
     return log
 
 
+def device_of(model: nn.Module) -> torch.device:
+    """Where the model's weights are (the CPU for a model without parameters, such as word vectors)."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
 @torch.no_grad()
 def predict(
     model: nn.Module,
@@ -111,14 +120,17 @@ def predict(
     b: list[str],
     batch_size: int = 64,
     desc: str = "sts predict",
+    dtype: str = "fp32",
 ) -> np.ndarray:
-    """Predictions on the [0, 1] scale for every pair, in order (eval mode, no gradients); logs progress
-    in pairs like `train_scorer`."""
+    """Predictions on the [0, 1] scale for every pair, in order (eval mode, no gradients, the precision
+    the model trained in); logs progress in pairs like `train_scorer`."""
     model.eval()
     out = []
     with Progress(desc, len(a), current_logger(__name__), unit="pairs", heartbeat=True) as progress:
         for i in range(0, len(a), batch_size):
-            out.append(model(a[i : i + batch_size], b[i : i + batch_size]).float().cpu())  # (B,)
+            with autocast_for(device_of(model), dtype):
+                pred = model(a[i : i + batch_size], b[i : i + batch_size])  # (B,)
+            out.append(pred.float().cpu())
             progress.update(len(out[-1]))
         progress.close()
     return torch.cat(out).numpy().astype(np.float64) if out else np.zeros(0)

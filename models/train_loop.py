@@ -47,6 +47,7 @@ from models.pair_data import (
     distinct_doc_batches,
     heldout_pairs,
 )
+from models.precision import autocast_for
 from models.schedule import get_lr
 from models.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
 from models.trainer_process import run_lock, watch_parent
@@ -98,7 +99,7 @@ class TrainConfig:
     pack_len: int = 0  # packed row width in tokens; 0: each bucket's sequence length
     fused_lm_head: bool = False  # LM head + cross-entropy in chunks, never the full logits (models.fused_head)
     seed: int = 0
-    dtype: str = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
+    dtype: str = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 on either; fp32 (models.precision)
     compile: bool = False
     threads: int = 0
     log_every: int = 10
@@ -489,8 +490,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
 def _train(cfg: TrainConfig) -> dict[str, Any]:
     ranks = init_ranks(cfg)
-    use_bf16 = ranks.device.type == "cuda" and cfg.dtype in ("auto", "bf16")
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_bf16 else nullcontext()
+    autocast = autocast_for(ranks.device, cfg.dtype)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     watch_parent()

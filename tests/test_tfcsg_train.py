@@ -285,3 +285,26 @@ def test_start_anchors_train_and_an_interpolated_run_reuses_its_unmixed_run(setu
     assert quarter["fingerprint"] != mixed["fingerprint"]
     with pytest.raises(ValueError, match="interpolate"):
         train_flow(**common, options=dict(options, interpolate=1.5))
+
+
+def test_bf16_trains_on_the_cpu_close_to_fp32_but_not_bit_equal(setup):
+    """`dtype: bf16` runs the forward pass under CPU autocast (models.precision): the same seed gives a
+    loss curve within bf16's rounding of the fp32 one, and a run of its own (dtype is in the fingerprint)."""
+    import pyarrow.parquet as pq
+
+    from flows.train import train_flow
+    from storage.manifest import read_manifest
+
+    common = dict(method="tfcsg", preset="cpu", steps=2, init_from=str(setup["model"]), root=str(setup["root"]))
+    common["keywords"] = setup["keywords"]["fingerprint"]
+    losses, paths = {}, {}
+    for dtype in ("fp32", "bf16"):
+        ref = train_flow(**common, options=dict(OPTIONS, losses="kw+s2s", interpolate=1.0, log_every=1, dtype=dtype))
+        paths[dtype] = ref["path"]
+        assert read_manifest(setup["root"] / ref["path"])["config"]["dtype"] == dtype
+        table = pq.read_table(setup["root"] / ref["path"] / "metrics.parquet").to_pylist()
+        losses[dtype] = [r["loss"] for r in table if r.get("loss") is not None]
+    assert paths["fp32"] != paths["bf16"]
+    assert len(losses["bf16"]) == len(losses["fp32"]) == 2
+    assert losses["bf16"][0] != losses["fp32"][0]  # the matrix products ran in bf16
+    assert losses["bf16"][0] == pytest.approx(losses["fp32"][0], rel=0.05)

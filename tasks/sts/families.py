@@ -205,8 +205,10 @@ def run_family(
         notes.append(f"{len(log)} steps")
     train_s = time.perf_counter() - started
     batch = config.eval_batch if config is not None else 64
+    dtype = config.dtype if config is not None else "fp32"
     predictions = {
-        split: predict(scorer, pairs.a, pairs.b, batch, f"sts predict {split}") for split, pairs in evals.items()
+        split: predict(scorer, pairs.a, pairs.b, batch, f"sts predict {split}", dtype)
+        for split, pairs in evals.items()
     }
     return UnitResult(predictions, log, "; ".join(notes), train_s, scorer)
 
@@ -258,7 +260,7 @@ def _transformer(family: Family, config: StsTrainConfig | None, folder: Path, no
 
 # Fields added after units were first stored: left out of the record at their default, so the
 # fingerprints of units that do not use them stay what they were.
-LATER_FIELDS = {"rank_weight": 0.0, "pooling": "cls", "symmetric": False}
+LATER_FIELDS = {"rank_weight": 0.0, "pooling": "cls", "symmetric": False, "dtype": "fp32"}
 
 
 def config_record(config: StsTrainConfig | None) -> dict | None:

@@ -1,0 +1,131 @@
+"""Training steps in fp32 against bf16 autocast on the CPU (`dtype: bf16`, models/precision.py), side by side.
+
+    .venv/bin/python benchmarks/cpu_bf16.py                      # MiniLM and all-mpnet-base-v2, cross and siamese
+    .venv/bin/python benchmarks/cpu_bf16.py --models minilm --steps 20
+
+For each model and family kind, the same seeded batches of 16 STS-B training pairs (the cpu preset's
+batch) train once in each precision from the same start, alternating precision per round so that
+load from other jobs hits both alike. Printed per row: wall and CPU seconds per step (median after
+two warm-up steps), the bf16 speed-up as a ratio of the two (the figure to quote on a loaded
+machine), and the first step's loss in each precision (bf16 rounds, so the two differ a little).
+all-mpnet-base-v2 rows need `./run.sh mpnet`; without it they are skipped with a line saying so.
+Whether the CPU multiplies bf16 in hardware (AMX or AVX-512 BF16) is printed first: without it
+torch emulates bf16 and the ratio falls below 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+STSB_TRAIN = REPO.parent / "shared" / "data" / "stsb" / "stsb-en-train.csv"
+
+
+def build(kind: str, folder: Path):
+    from models.sts_transformers import CrossEncoder, SiameseEncoder
+
+    return CrossEncoder(folder) if kind == "cross" else SiameseEncoder(folder)
+
+
+def time_steps(model, optimizer, batches, dtype: str) -> tuple[list[float], list[float], float]:
+    """(wall s per step, CPU s per step, first loss) for one AdamW step per batch in `dtype`."""
+    import torch
+
+    from models.precision import autocast_for
+
+    walls, cpus, first = [], [], None
+    model.train()
+    for a, b, target in batches:
+        wall, cpu = time.perf_counter(), time.process_time()
+        with autocast_for(torch.device("cpu"), dtype):
+            pred = model(a, b)
+        loss = torch.nn.functional.mse_loss(pred.float(), target)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+        first = loss.item() if first is None else first
+    return walls, cpus, first
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=["minilm", "mpnet"], choices=["minilm", "mpnet"])
+    parser.add_argument("--kinds", nargs="+", default=["cross", "siamese"], choices=["cross", "siamese"])
+    parser.add_argument("--steps", type=int, default=12, help="timed steps per precision (after 2 warm-up steps)")
+    parser.add_argument("--root", default="/tmp/gur-bf16", help="data root where all-mpnet-base-v2 is unpacked")
+    parser.add_argument("--stsb", default=str(STSB_TRAIN))
+    args = parser.parse_args()
+
+    import numpy as np
+    import torch
+
+    from models.encoders import minilm_path
+    from models.precision import cpu_has_bf16_units
+
+    print(
+        f"CPU multiplies bf16 in hardware (amx_bf16 / avx512_bf16): {cpu_has_bf16_units()}; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
+    with open(args.stsb, encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    order = np.random.default_rng(0).permutation(len(rows))
+    batches = []
+    for i in range(args.steps + 2):
+        chunk = [rows[j] for j in order[16 * i : 16 * i + 16]]
+        target = torch.tensor([float(r[2]) / 5 for r in chunk])
+        batches.append(([r[0] for r in chunk], [r[1] for r in chunk], target))
+
+    print(
+        "| model | kind | fp32 s/step | bf16 s/step | fp32 CPU s/step | bf16 CPU s/step | speed-up (wall) | "
+        "first loss fp32 / bf16 |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name in args.models:
+        if name == "mpnet":
+            from tasks.sts.models import mpnet_folder
+
+            try:
+                folder = mpnet_folder(Path(args.root))
+            except FileNotFoundError as err:
+                print(f"| mpnet | - | skipped: {err} |")
+                continue
+        else:
+            folder = Path(minilm_path())
+        for kind in args.kinds:
+            torch.manual_seed(0)
+            start = build(kind, folder).state_dict()
+            runs = {}
+            for dtype in ("fp32", "bf16"):
+                model = build(kind, folder)
+                model.load_state_dict(start)
+                optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=4e-5)
+                runs[dtype] = (model, optimizer, [], [], None)
+            # alternate the precisions step by step so that other load on the machine hits both alike
+            for batch in batches:
+                for dtype, (model, optimizer, walls, cpus, first) in runs.items():
+                    w, c, loss = time_steps(model, optimizer, [batch], dtype)
+                    walls += w
+                    cpus += c
+                    if first is None:
+                        runs[dtype] = (model, optimizer, walls, cpus, loss)
+            med = {d: (statistics.median(r[2][2:]), statistics.median(r[3][2:])) for d, r in runs.items()}
+            print(
+                f"| {name} | {kind} | {med['fp32'][0]:.2f} | {med['bf16'][0]:.2f} | {med['fp32'][1]:.2f} | "
+                f"{med['bf16'][1]:.2f} | {med['fp32'][0] / med['bf16'][0]:.2f}x | "
+                f"{runs['fp32'][4]:.4f} / {runs['bf16'][4]:.4f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
