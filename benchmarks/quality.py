@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/quality.py --preset paper     # on a GPU
     .venv/bin/python benchmarks/quality.py --only dev --ablations "kw+s2s, s2s weight 4, mix 0.75"  # a frontier row
     .venv/bin/python benchmarks/quality.py --report           # run nothing: tables, the rule, the frontier chart
+    .venv/bin/python benchmarks/quality.py --only dev --ablations minilm mpnet "tfcsg from mpnet, bf16"
 
 Split: `../shared/data/stackoverflow/train.tsv` per tag in file order, the first 80% train, the last
 20% held out (12,800 / 3,200, like the paper's 16k / 4k). Keywords are mined and models trained on
@@ -23,6 +24,10 @@ The frontier: rows named `BASE, mix W` are BASE's run with its weights mixed bac
 (`interpolate: W`, one training per BASE), and the anchor rows train with `sim_anchor_weight` or
 `l2sp_weight`. After a dev invocation the rule that picks the default (`choose_default`) runs on
 every dev row in the results file and `<workdir>/frontier.png` plots P@1 against STS-B dev.
+
+The base-size start: `mpnet` scores all-mpnet-base-v2 zero-shot and `tfcsg from mpnet` trains the
+default recipe from it (`./run.sh mpnet` installs it); `, bf16` rows train in bf16 autocast
+(`dtype: bf16`, the CPU's bf16 units). The rule never picks a row that starts from another model.
 """
 
 from __future__ import annotations
@@ -100,6 +105,20 @@ TRAINED.update(
         "kw+s2s, s2s weight 4, l2sp 0.1": ("tfcsg", {"losses": "kw+s2s", "s2s_weight": 4.0, "l2sp_weight": 0.1}),
     }
 )
+# Precision and the base-size start (all-mpnet-base-v2, `./run.sh mpnet`): the default recipe from
+# another start or in bf16 (models/precision.py). "mpnet" is the start's own zero-shot row. They train
+# with the preset's values, like "tfcsg"; the rule that picks the default never looks at a row that
+# starts from another model (START), since the start is the user's choice, not a setting.
+MPNET = "mpnet"  # resolved to the folder `./run.sh mpnet` installs, unpacked under the data root
+TRAINED.update(
+    {
+        "tfcsg, bf16": ("tfcsg", {"dtype": "bf16"}),
+        "tfcsg from mpnet": ("tfcsg", {"init_from": MPNET}),
+        "tfcsg from mpnet, bf16": ("tfcsg", {"init_from": MPNET, "dtype": "bf16"}),
+    }
+)
+START = {"mpnet": MPNET, "tfcsg from mpnet": MPNET, "tfcsg from mpnet, bf16": MPNET}
+PRESET_ROWS = ("tfcsg", "simcse", "tfcsg, bf16", "tfcsg from mpnet", "tfcsg from mpnet, bf16")
 DEFAULT_ROW = "tfcsg"
 SEEDED = ("tfcsg", "simcse")
 HEADLINE = ("bm25", "minilm", "tfcsg", "simcse", "paper: cl+kl+s2s")  # scored on the held-out part
@@ -119,7 +138,7 @@ ABLATIONS = (
     "kw+kl",
     "kw+cl+kl+s2s",
 )
-BASELINES = ("bm25", "minilm")
+BASELINES = ("bm25", "minilm", "mpnet")
 # Table 3 of the paper (StackOverflow, their 4k test split; BERT-base / RoBERTa-base encoders)
 PUBLISHED = {
     "BERT-Base": (0.510, 0.409, 0.355, 0.542, 0.625),
@@ -165,6 +184,15 @@ def write_training_file(rows: list[dict], path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     return path
+
+
+def model_folder(name: str, root: Path) -> str:
+    """`mpnet` -> all-mpnet-base-v2's folder under the data root (unpacked once); any other name as it is."""
+    if name != MPNET:
+        return name
+    from tasks.sts.models import mpnet_folder
+
+    return str(mpnet_folder(root))
 
 
 def score(spec: str, heldout, stsb) -> dict[str, float]:
@@ -255,17 +283,20 @@ def run_split(split: str, rows: list[str], args, root: Path, results_path: Path,
     for row in rows:
         if row in BASELINES:
             t0 = time.time()
-            results[row] = {"runs": [{"scores": score(row, scored, stsb)}]}
+            results[row] = {"runs": [{"scores": score(model_folder(row, root), scored, stsb)}]}
             print(f"{split} {row}: {results[row]['runs'][0]['scores']} ({time.time() - t0:.0f} s)", flush=True)
         else:
             method, overrides = TRAINED[row]
-            if row not in SEEDED:  # the ablations keep the settings they were measured at, whatever the preset's
+            if row not in PRESET_ROWS:  # the ablations keep the settings they were measured at, whatever the preset's
                 overrides = {"s2s_weight": 1.0, "interpolate": 1.0, **overrides}
+            start = overrides.get("init_from")
+            overrides = {k: v for k, v in overrides.items() if k != "init_from"}
             runs = []
             for seed in args.seeds if row in SEEDED else args.seeds[:1]:
                 ref = train_flow(
                     method=method,
                     preset=args.preset,
+                    init_from=model_folder(start, root) if start else "",
                     keywords=kw["fingerprint"],
                     options={**overrides, "seed": seed, **({"threads": args.threads} if args.threads else {})},
                     root=str(root),
@@ -296,7 +327,7 @@ def choose_default(dev: dict[str, dict], start: str = "minilm", current: str = D
     allowed = {
         name: dev_point(res)
         for name, res in dev.items()
-        if name not in BASELINES and dev_point(res)[1] >= start_sts - 0.01 - 1e-9
+        if name not in BASELINES and name not in START and dev_point(res)[1] >= start_sts - 0.01 - 1e-9
     }
     if current not in dev:
         return current, f"{current!r} has no dev row: nothing to compare"
