@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for people and CI:
 #   ./run.sh demo   create .venv if needed, then build pairs from the bundled Wikipedia sample
-#   ./run.sh test   create .venv if needed, then run the test suite
+#   ./run.sh test   create .venv if needed, then run the test suite (two pytest-xdist workers; GUR_TEST_WORKERS)
 #   ./run.sh setup  only create/refresh .venv
 #   ./run.sh mpnet  add all-mpnet-base-v2 (the base-size STS and TFCSG rows; about 440 MB, not in setup)
 set -euo pipefail
@@ -74,6 +74,8 @@ case "$mode" in
     setup) setup ;;
     mpnet) mpnet ;;
     demo) setup; exec .venv/bin/gur demo "$@" ;;
-    test) setup; exec .venv/bin/python -m pytest "$@" ;;
+    # Two pytest-xdist workers by default (GUR_TEST_WORKERS, 0 for one process); --dist loadfile keeps a
+    # file's tests, and the models its fixtures build once, on one worker.
+    test) setup; exec .venv/bin/python -m pytest -n "${GUR_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
     *) echo "usage: ./run.sh {demo|test|setup|mpnet} [args...]" >&2; exit 2 ;;
 esac

@@ -18,6 +18,12 @@ os.environ["GUR_HOME"] = str(_SESSION_TMP / "data")
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.pop("PREFECT_API_URL", None)
+# Under pytest-xdist (`./run.sh test` runs two workers) each worker gets an equal share of the cores for
+# torch's intra-op threads, set before anything imports torch: two workers each spinning up a thread per
+# core make the tiny models of the tests several times slower.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.environ:
+    workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
 
 REPO = Path(__file__).resolve().parents[1]
 
