@@ -260,6 +260,17 @@ def split_rows(path: Path, percent: int, split: str) -> tuple[list[dict], list[d
     return train_rows, held_rows
 
 
+def train_seconds(root: Path, manifest: dict) -> float:
+    """A run's own time, also when this call was a cache hit. A mixed run adds its unmixed run's time when
+    that run trained earlier (reused), not when it trained inside the mixed run's own time (one call)."""
+    own = manifest["timings"]["total_s"]
+    if not manifest.get("unmixed"):
+        return own
+    unmixed = json.loads((root / manifest["unmixed"]["path"] / "_manifest.json").read_text())
+    inside = manifest["started_at"] <= unmixed["started_at"] and unmixed["finished_at"] <= manifest["finished_at"]
+    return own if inside else own + unmixed["timings"]["total_s"]
+
+
 def run_split(split: str, rows: list[str], args, root: Path, results_path: Path, stsb) -> dict[str, dict]:
     """Keywords on the split's training titles, then each row: trained (per seed) and scored."""
     from flows.mine_keywords import mine_keywords
@@ -301,9 +312,7 @@ def run_split(split: str, rows: list[str], args, root: Path, results_path: Path,
                     options={**overrides, "seed": seed, **({"threads": args.threads} if args.threads else {})},
                     root=str(root),
                 )
-                manifest = json.loads((root / ref["path"] / "_manifest.json").read_text())
-                # the run's own time, also when this call was a cache hit; a mixed run adds its unmixed run's
-                train_s = manifest["timings"]["total_s"] + (manifest.get("unmixed_total_s") or 0.0)
+                train_s = train_seconds(root, json.loads((root / ref["path"] / "_manifest.json").read_text()))
                 export = root / ref["path"] / "export"
                 scores = score(str(export), scored, stsb)
                 runs.append({"seed": seed, "train": ref["path"], "train_s": train_s, "scores": scores})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from quality import choose_default  # noqa: E402
+from quality import choose_default, train_seconds  # noqa: E402
 
 
 def row(p1: float, sts: float) -> dict:
@@ -31,3 +31,20 @@ def test_a_row_from_another_start_is_never_the_pick():
         "tfcsg, bf16": row(0.861, 0.862),
     }
     assert choose_default(dev)[0] == "tfcsg"
+
+
+def test_a_mixed_run_counts_its_unmixed_training_once(tmp_path):
+    import json
+
+    def manifest(path: str, started: float, finished: float, **extra) -> dict:
+        m = {"started_at": started, "finished_at": finished, "timings": {"total_s": finished - started}, **extra}
+        (tmp_path / path).mkdir()
+        (tmp_path / path / "_manifest.json").write_text(json.dumps(m))
+        return m
+
+    manifest("unmixed", 100.0, 900.0)
+    trained_inside = manifest("mixed", 99.0, 905.0, unmixed={"path": "unmixed"})
+    assert train_seconds(tmp_path, trained_inside) == 806.0  # one call trained both: its own time holds both
+    reused = manifest("mixed-later", 2000.0, 2004.0, unmixed={"path": "unmixed"})
+    assert train_seconds(tmp_path, reused) == 804.0  # the mix's seconds plus the earlier training
+    assert train_seconds(tmp_path, {"timings": {"total_s": 12.5}}) == 12.5
