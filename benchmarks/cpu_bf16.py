@@ -36,26 +36,22 @@ def build(kind: str, folder: Path):
     return CrossEncoder(folder) if kind == "cross" else SiameseEncoder(folder)
 
 
-def time_steps(model, optimizer, batches, dtype: str) -> tuple[list[float], list[float], float]:
-    """(wall s per step, CPU s per step, first loss) for one AdamW step per batch in `dtype`."""
+def time_step(model, optimizer, batch, dtype: str) -> tuple[float, float, float]:
+    """(wall s, CPU s, loss) of one AdamW step on `batch` in `dtype`."""
     import torch
 
     from models.precision import autocast_for
 
-    walls, cpus, first = [], [], None
+    a, b, target = batch
     model.train()
-    for a, b, target in batches:
-        wall, cpu = time.perf_counter(), time.process_time()
-        with autocast_for(torch.device("cpu"), dtype):
-            pred = model(a, b)
-        loss = torch.nn.functional.mse_loss(pred.float(), target)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-        first = loss.item() if first is None else first
-    return walls, cpus, first
+    wall, cpu = time.perf_counter(), time.process_time()
+    with autocast_for(torch.device("cpu"), dtype):
+        pred = model(a, b)
+    loss = torch.nn.functional.mse_loss(pred.float(), target)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return time.perf_counter() - wall, time.process_time() - cpu, loss.item()
 
 
 def main() -> None:
@@ -110,20 +106,18 @@ def main() -> None:
                 model = build(kind, folder)
                 model.load_state_dict(start)
                 optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=4e-5)
-                runs[dtype] = (model, optimizer, [], [], None)
+                runs[dtype] = {"model": model, "optimizer": optimizer, "steps": []}
             # alternate the precisions step by step so that other load on the machine hits both alike
             for batch in batches:
-                for dtype, (model, optimizer, walls, cpus, first) in runs.items():
-                    w, c, loss = time_steps(model, optimizer, [batch], dtype)
-                    walls += w
-                    cpus += c
-                    if first is None:
-                        runs[dtype] = (model, optimizer, walls, cpus, loss)
-            med = {d: (statistics.median(r[2][2:]), statistics.median(r[3][2:])) for d, r in runs.items()}
+                for dtype, run in runs.items():
+                    run["steps"].append(time_step(run["model"], run["optimizer"], batch, dtype))
+            timed = {d: r["steps"][2:] for d, r in runs.items()}  # after two warm-up steps
+            med = {d: tuple(statistics.median(s[i] for s in steps) for i in (0, 1)) for d, steps in timed.items()}
+            first = {d: r["steps"][0][2] for d, r in runs.items()}
             print(
                 f"| {name} | {kind} | {med['fp32'][0]:.2f} | {med['bf16'][0]:.2f} | {med['fp32'][1]:.2f} | "
                 f"{med['bf16'][1]:.2f} | {med['fp32'][0] / med['bf16'][0]:.2f}x | "
-                f"{runs['fp32'][4]:.4f} / {runs['bf16'][4]:.4f} |"
+                f"{first['fp32']:.4f} / {first['bf16']:.4f} |"
             )
 
 

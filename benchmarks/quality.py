@@ -117,7 +117,7 @@ TRAINED.update(
         "tfcsg from mpnet, bf16": ("tfcsg", {"init_from": MPNET, "dtype": "bf16"}),
     }
 )
-START = {"mpnet": MPNET, "tfcsg from mpnet": MPNET, "tfcsg from mpnet, bf16": MPNET}
+START = ("mpnet", "tfcsg from mpnet", "tfcsg from mpnet, bf16")  # rows that start from another model
 PRESET_ROWS = ("tfcsg", "simcse", "tfcsg, bf16", "tfcsg from mpnet", "tfcsg from mpnet, bf16")
 DEFAULT_ROW = "tfcsg"
 SEEDED = ("tfcsg", "simcse")
