@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -490,6 +491,22 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
 def _train(cfg: TrainConfig) -> dict[str, Any]:
     ranks = init_ranks(cfg)
+    if not ranks.ddp:
+        return _train_ranks(cfg, ranks)
+    # The process group must not die with the DDP model: the C++ Reducer drops its last reference while
+    # holding the GIL, and gloo's destructor then waits for a worker thread that needs the GIL to free a
+    # finished collective, so the rank hangs at exit (pytorch#56297; under load, about one run in five).
+    # This handle outlives the model; dropped here, through the Python binding, the GIL is released first.
+    world = dist.group.WORLD
+    summary = _train_ranks(cfg, ranks)
+    gc.collect()  # the model, should a reference cycle hold it, goes now, while `world` still holds the group
+    dist.barrier()
+    dist.destroy_process_group()
+    del world
+    return summary
+
+
+def _train_ranks(cfg: TrainConfig, ranks: Ranks) -> dict[str, Any]:
     autocast = autocast_for(ranks.device, cfg.dtype)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -542,11 +559,7 @@ def _train(cfg: TrainConfig) -> dict[str, Any]:
         save_run(run)
     if stop["flag"] and ranks.master and run.step < cfg.max_steps:
         print(f"stopped at step {run.step} by a signal; checkpoint saved, rerun to resume", flush=True)
-    summary = finish(run)
-    if ranks.ddp:
-        dist.barrier()
-        dist.destroy_process_group()
-    return summary
+    return finish(run)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_bert import REPO, tiny_bert, titles, write_titles  # noqa: E402
+from torchrun import run_two_ranks  # noqa: E402
 
 LOSSES = "cl+kl+s2s+kw"  # every task, so every path of the loss runs
 OPTIONS = dict(
@@ -229,10 +230,7 @@ def test_two_process_ddp_tfcsg_on_cpu(setup, tmp_path):
     config = resolve_config("tfcsg", "cpu", None, None, None, model, "lm+cl", dict(OPTIONS, epochs=1.0))
     cfg = train_config(config, out_dir=str(tmp_path / "ddp"), questions=str(root / kw["path"]))
     (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(dataclasses.replace(cfg, export=False))))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    cmd += ["-m", "models.train_loop", "--config", str(tmp_path / "cfg.json")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_two_ranks(tmp_path / "cfg.json")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((tmp_path / "ddp" / "summary.json").read_text())
     train_rows = summary["data"]["train_rows"]

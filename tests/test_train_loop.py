@@ -18,6 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
+from torchrun import run_two_ranks  # noqa: E402
 from train_shards import write_demo_shards  # noqa: E402
 
 from models.pair_data import DataConfig, PairStream, heldout_pairs, is_heldout  # noqa: E402
@@ -147,19 +148,7 @@ def test_interrupted_run_resumes_with_the_same_losses(shards, tmp_path, capsys):
 def test_two_process_ddp_on_cpu_trains(shards, tmp_path):
     cfg = run_config(shards, tmp_path / "ddp", max_steps=4, ckpt_every=2, eval_every=2, export=False)
     (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(cfg)))
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        "-m",
-        "models.train_loop",
-        "--config",
-        str(tmp_path / "cfg.json"),
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_two_ranks(tmp_path / "cfg.json")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((tmp_path / "ddp" / "summary.json").read_text())
     assert summary["complete"] and summary["step"] == 4
