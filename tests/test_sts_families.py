@@ -145,6 +145,7 @@ def test_bf16_trains_and_predicts_in_bf16_and_leaves_fp32_fingerprints_alone(set
     from models.sts_train import StsTrainConfig, predict, train_scorer
     from models.sts_transformers import CrossEncoder
     from tasks.sts.families import config_record
+    from tasks.sts.task import describe
 
     train, dev = setting["train"], setting["dev"]
     model = CrossEncoder(setting["bert"])
@@ -158,5 +159,6 @@ def test_bf16_trains_and_predicts_in_bf16_and_leaves_fp32_fingerprints_alone(set
     assert pred.dtype == np.float64 and np.isfinite(pred).all() and np.ptp(pred) > 0
     assert all(p.dtype == torch.float32 for p in model.parameters())  # the weights stay fp32
     assert "dtype" not in config_record(StsTrainConfig()) and config_record(config)["dtype"] == "bf16"
+    assert describe(config).endswith(" bf16") and "bf16" not in describe(StsTrainConfig())  # the rows' labels
     with pytest.raises(ValueError, match="dtype 'fp16'"):
         train_scorer(model, train.a, train.b, train.score, StsTrainConfig(dtype="fp16"))

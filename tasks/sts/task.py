@@ -130,6 +130,7 @@ def describe(config) -> str:
     parts += [f"+cosent x{config.rank_weight:g}"] if config.rank_weight else []
     parts += ["mean-pool"] if config.pooling == "mean" else []
     parts += ["both orders"] if config.symmetric else []
+    parts += ["bf16"] if config.dtype == "bf16" else []  # its row must not read as the fp32 run's
     return " ".join(parts)
 
 
