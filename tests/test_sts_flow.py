@@ -124,6 +124,13 @@ def test_holdout_scores_a_share_of_train_that_training_never_sees(tmp_path):
         return {r["dataset"] for r in pq.read_table(ref_dir(root, unit) / "part-00000.parquet").to_pylist()}
 
     assert datasets(plain["units"][1]) == {"dev"} and datasets(held["units"][1]) == {"train-holdout25", "dev"}
+
+    def variants(unit: dict) -> set[str]:
+        return {r["variant"] for r in pq.read_table(ref_dir(root, unit) / "part-00000.parquet").to_pylist()}
+
+    # every row of a holdout unit, its dev row too, says it trained on less than the plain unit's
+    assert all(v.endswith(" holdout=0.25") for v in variants(held["units"][1]))
+    assert not any("holdout" in v for v in variants(plain["units"][1]))
     predictions = pq.read_table(rnn / "predictions.parquet").to_pylist()
     gold = [r["gold"] for r in predictions if r["split"] == "holdout"]
     assert gold == split_holdout(read_sts_csv(train), 0.25)[1].score.tolist()

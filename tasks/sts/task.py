@@ -174,6 +174,7 @@ def sts_unit(
     result = run_family(fam, files.lang, config, train, evals, folder, _resources(files.lang))
     seconds = time.perf_counter() - started
     variant = f"{preset} seed={seed} " + (describe(config) if config else "zero-shot")
+    variant += f" holdout={files.holdout:g}" if files.holdout else ""  # its dev rows trained on less: say so
     golds = {split: pairs.score for split, pairs in evals.items()}
     rows = unit_rows(
         fam,
