@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -17,8 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_two_ranks(config: Path, timeout_s: float = 300) -> subprocess.CompletedProcess:
     """Train the TrainConfig JSON at `config` on 2 ranks; the finished process (output captured)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    cmd += ["-m", "models.train_loop", "--config", str(config)]
+    from tasks.train.task import launch_command  # the command `gur train --nproc 2` runs
+
+    cmd = launch_command(config, 2)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     with subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
