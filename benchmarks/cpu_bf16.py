@@ -1,4 +1,4 @@
-"""Training steps in fp32 against bf16 autocast on the CPU (`dtype: bf16`, models/precision.py), side by side.
+"""Training steps in fp32 against bf16 autocast on the CPU (`dtype: bf16`, models/training/precision.py), side by side.
 
     .venv/bin/python benchmarks/cpu_bf16.py                      # MiniLM and all-mpnet-base-v2, cross and siamese
     .venv/bin/python benchmarks/cpu_bf16.py --models minilm --steps 20
@@ -31,7 +31,7 @@ STSB_TRAIN = REPO.parent / "shared" / "data" / "stsb" / "stsb-en-train.csv"
 
 
 def build(kind: str, folder: Path):
-    from models.sts_transformers import CrossEncoder, SiameseEncoder
+    from models.sts.pretrained import CrossEncoder, SiameseEncoder
 
     return CrossEncoder(folder) if kind == "cross" else SiameseEncoder(folder)
 
@@ -40,7 +40,7 @@ def time_step(model, optimizer, batch, dtype: str) -> tuple[float, float, float]
     """(wall s, CPU s, loss) of one AdamW step on `batch` in `dtype`."""
     import torch
 
-    from models.precision import autocast_for
+    from models.training.precision import autocast_for
 
     a, b, target = batch
     model.train()
@@ -67,7 +67,7 @@ def main() -> None:
     import torch
 
     from models.encoders import minilm_path
-    from models.precision import cpu_has_bf16_units
+    from models.training.precision import cpu_has_bf16_units
 
     print(
         f"CPU multiplies bf16 in hardware (amx_bf16 / avx512_bf16): {cpu_has_bf16_units()}; "

@@ -37,7 +37,7 @@ STACKOVERFLOW = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
 
 def train_one(keywords: Path, init: str, steps: int, seed: int, lr: float | None, out: Path) -> Path:
     from flows.train import resolve_config
-    from models.train_loop import train as train_loop
+    from models.training.loop import train as train_loop
     from tasks.train.task import train_config
 
     options = {"seed": seed, "eval_every": 0, "ckpt_every": 10_000, "threads": 1, **({"lr": lr} if lr else {})}

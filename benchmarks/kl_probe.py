@@ -45,9 +45,9 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from models.encoders import minilm_path
-    from models.question_data import QuestionConfig, QuestionData, QuestionStream
-    from models.tfcsg import TfcsgModel
-    from models.tfcsg_losses import contrastive_loss, kl_loss, topic_negative_mask
+    from models.tfcsg.losses import contrastive_loss, kl_loss, topic_negative_mask
+    from models.tfcsg.model import TfcsgModel
+    from models.tfcsg.question_data import QuestionConfig, QuestionData, QuestionStream
     from storage.layout import data_root
     from storage.stage_output import latest_ref
 

@@ -83,7 +83,7 @@ TRAINED: dict[str, tuple[str, dict]] = {
     "simcse, topic-masked": ("simcse", {"negatives": "topic-masked"}),
 }
 # The frontier: ways to keep the start model's general similarity while the domain tasks train
-# (models.tfcsg: the anchors; models.interpolate: the mix with the start's weights, w * trained).
+# (models.tfcsg.model: the anchors; models.training.interpolate: the mix with the start's weights, w * trained).
 FRONTIER_BASES = {
     "kw+s2s, s2s weight 2": {"losses": "kw+s2s", "s2s_weight": 2.0},  # the default before the frontier work
     "kw+s2s, s2s weight 4": {"losses": "kw+s2s", "s2s_weight": 4.0},
@@ -106,7 +106,7 @@ TRAINED.update(
     }
 )
 # Precision and the base-size start (all-mpnet-base-v2, `./run.sh mpnet`): the default recipe from
-# another start or in bf16 (models/precision.py). "mpnet" is the start's own zero-shot row. They train
+# another start or in bf16 (models/training/precision.py). "mpnet" is the start's own zero-shot row. They train
 # with the preset's values, like "tfcsg"; the rule that picks the default never looks at a row that
 # starts from another model (START), since the start is the user's choice, not a setting.
 MPNET = "mpnet"  # resolved to the folder `./run.sh mpnet` installs, unpacked under the data root

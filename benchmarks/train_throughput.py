@@ -6,7 +6,7 @@
     .venv/bin/python benchmarks/train_throughput.py --demo-run --steps 600              # the train flow on demo shards
 
 Batches are real: demo-corpus pairs (tests/train_shards.py), tokenised and span-masked by
-`models.pair_data`, padded to the bucket's fixed length or packed (`--packing on`). Every
+`models.gur.pair_data`, padded to the bucket's fixed length or packed (`--packing on`). Every
 combination collates the same pair draws with the same masking seed, so rows differ only in
 layout. The model step (forward, backward, AdamW) is timed on pre-built batches, so it measures
 the model, not the loader; the loader's own rate is printed next to it.
@@ -48,10 +48,10 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from models.gur_t5 import GurModel, GurModelConfig, preset_config  # noqa: E402
-from models.losses import GurLoss  # noqa: E402
-from models.pair_data import DataConfig, PairStream, collate, count_tokens  # noqa: E402
-from models.tokenizer import train_wordpiece  # noqa: E402
+from models.gur.losses import GurLoss  # noqa: E402
+from models.gur.model import GurModel, GurModelConfig, preset_config  # noqa: E402
+from models.gur.pair_data import DataConfig, PairStream, collate, count_tokens  # noqa: E402
+from models.gur.tokenizer import train_wordpiece  # noqa: E402
 
 
 def flops_per_step(cfg: GurModelConfig, rows: int, enc_len: int, dec_len: int, objective: str = "lm+cl") -> float:

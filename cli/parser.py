@@ -162,7 +162,7 @@ examples:
 
 
 def parse_train(add: Add) -> None:
-    from models.train_presets import METHODS, OBJECTIVES
+    from models.training.presets import METHODS, OBJECTIVES
     from tasks.ingest.checks import train_option_names
 
     p = add(
@@ -177,7 +177,7 @@ def parse_train(add: Add) -> None:
     p.add_argument(
         "--options",
         default="",
-        help="any other TrainConfig field (models/train_loop.py) as JSON, e.g. "
+        help="any other TrainConfig field (models/training/loop.py) as JSON, e.g. "
         '\'{"kl_weight": 0.5, "kl_detach_target": false}\' (default: none, the preset\'s values); fields: '
         + ", ".join(train_option_names()),
     )
@@ -185,8 +185,8 @@ def parse_train(add: Add) -> None:
 
 
 def add_train_run_options(p: argparse.ArgumentParser) -> None:
-    """`gur train`'s inputs, and the settings a preset chooses when not given (models/train_presets.py)."""
-    from models.train_presets import QUESTION_PRESETS
+    """`gur train`'s inputs, and the settings a preset chooses when not given (models/training/presets.py)."""
+    from models.training.presets import QUESTION_PRESETS
 
     p.add_argument(
         "--preset",
@@ -282,7 +282,7 @@ def parse_sts(add: Add) -> None:
     st.add_argument(
         "--options",
         default=None,
-        help="StsTrainConfig fields (models/sts_train.py) as JSON for every trained family, e.g. "
+        help="StsTrainConfig fields (models/sts/train.py) as JSON for every trained family, e.g. "
         "'{\"max_steps\": 20}' (default: none, the preset's values)",
     )
     st.set_defaults(func=cmd_sts, check=check_sts)

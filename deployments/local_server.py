@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from models.trainer_process import alive
+from models.training.process import alive
 
 RECORD = "gur-server.json"
 LOCK = "gur-server.lock"

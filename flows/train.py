@@ -7,7 +7,7 @@ from typing import Any
 
 from prefect import flow
 
-from models.train_presets import METHODS, OBJECTIVES
+from models.training.presets import METHODS, OBJECTIVES
 from storage.layout import data_root
 from storage.stage_output import latest_ref, ref_complete
 from tasks.runtime.artifacts import publish_train_artifacts
@@ -59,7 +59,7 @@ def resolve_config(
     import torch
 
     from models.encoders import minilm_path
-    from models.train_presets import question_config, resolve_preset
+    from models.training.presets import question_config, resolve_preset
 
     name = resolve_preset(preset or "auto", torch.cuda.is_available())
     if preset in (None, "auto"):
@@ -96,7 +96,7 @@ def train_flow(
     were built with (`lcs` or `none`). `method="tfcsg"` / `"simcse"`: on the keywords stage
     `keywords` (a fingerprint; default the newest complete one), or for SimCSE a text file
     `texts` (column `options.text_field`), fine-tuning `init_from` (default the shipped MiniLM);
-    preset paper / cpu / auto (auto = cpu on every machine; models/train_presets.py); `steps`
+    preset paper / cpu / auto (auto = cpu on every machine; models/training/presets.py); `steps`
     replaces the preset's epochs. `options` sets any other TrainConfig field.
     """
     if method not in METHODS:

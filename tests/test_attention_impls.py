@@ -1,7 +1,7 @@
 """Every attention kernel gives transformers' eager T5 outputs and gradients, the relative-position bias included.
 
 The reference is transformers' own `T5ForConditionalGeneration` forward (`attention="eager"`, the
-default path); the candidates run our forward (models.t5_forward) over the same weights. FlexAttention
+default path); the candidates run our forward (models.gur.t5_forward) over the same weights. FlexAttention
 has no backward on the CPU in torch 2.13: on the CPU its forward is compared, its gradients on a GPU only.
 """
 
@@ -17,9 +17,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from transformers.models.t5.modeling_t5 import T5Attention  # noqa: E402
 
-from models.attention import allowed, attend, build_bias, relative_position_bucket  # noqa: E402
-from models.gur_t5 import GurModel, preset_config  # noqa: E402
-from models.train_loop import TrainConfig, check_throughput_options  # noqa: E402
+from models.gur.attention import allowed, attend, build_bias, relative_position_bucket  # noqa: E402
+from models.gur.model import GurModel, preset_config  # noqa: E402
+from models.training.loop import TrainConfig, check_throughput_options  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 

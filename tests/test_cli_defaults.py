@@ -98,7 +98,7 @@ def test_one_seed_option_is_both_configs_default():
 
 
 def test_train_options_default_to_the_config_or_the_preset():
-    from models.train_loop import TrainConfig
+    from models.training.loop import TrainConfig
 
     parsed = parse("train")
     assert parsed["objective"] == field_default(TrainConfig, "objective")
@@ -158,7 +158,7 @@ def test_cli_and_flow_agree_on_the_other_parameters(command):
 
 def test_train_flow_defaults_are_the_config_defaults():
     from flows.train import train_flow
-    from models.train_loop import TrainConfig
+    from models.training.loop import TrainConfig
 
     parameters = inspect.signature(train_flow.fn).parameters
     for name in ("objective", "init_from"):

@@ -84,7 +84,7 @@ def test_a_pickle_planted_in_the_data_root_is_never_run(tmp_path, corpus):
 def test_a_checkpoint_holding_code_is_refused(tmp_path):
     import torch
 
-    from models.checkpoints import UnsafeCheckpointError, load_checkpoint
+    from models.training.checkpoints import UnsafeCheckpointError, load_checkpoint
 
     marker = tmp_path / "pwned"
     path = tmp_path / "step-00000009.pt"
@@ -230,7 +230,7 @@ PARENT = textwrap.dedent(
 
 
 def test_kill_9_of_gur_stops_the_trainer_with_a_checkpoint(shards, tmp_path):  # noqa: F811
-    from models.trainer_process import TrainerRunningError, lock_holder
+    from models.training.process import TrainerRunningError, lock_holder
     from tasks.train.task import run_training
 
     out = tmp_path / "run"
@@ -271,7 +271,7 @@ def test_kill_9_of_gur_stops_the_trainer_with_a_checkpoint(shards, tmp_path):  #
 
 
 def test_a_slow_run_checkpoints_by_time_as_well_as_by_steps(shards, tmp_path):  # noqa: F811
-    from models.train_loop import train
+    from models.training.loop import train
 
     cfg = run_config(shards, tmp_path / "run", max_steps=50, ckpt_every=1000, ckpt_every_s=1e-6, eval_every=0)
     assert train(dataclasses.replace(cfg, stop_at_step=3)) == {"stopped_at": 3}  # as if killed after step 3

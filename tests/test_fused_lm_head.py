@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.fused_head import linear_cross_entropy
-from models.gur_t5 import GurModel, preset_config
+from models.gur.fused_head import linear_cross_entropy
+from models.gur.model import GurModel, preset_config
 
 
 def problem(seed: int, n: int = 53, c: int = 24, v: int = 97, dtype=torch.float64):

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_bert import STACKOVERFLOW, tiny_bert  # noqa: E402
 
-from models.question_data import replay_rows  # noqa: E402
+from models.tfcsg.question_data import replay_rows  # noqa: E402
 from tasks.keywords.filter import KeywordsConfig, mine_keywords_table  # noqa: E402
 from tasks.keywords.gsdmm import MovieGroupProcess  # noqa: E402
 

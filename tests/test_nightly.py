@@ -180,7 +180,7 @@ def test_config_errors_name_the_file_and_key(tmp_path):
 
 def test_a_changed_preset_is_something_new_to_train(tmp_path, monkeypatch):
     """The same nightly.toml after a release that changed the `cpu` preset's values must not be "nothing new"."""
-    from models import train_presets
+    from models.training import presets as train_presets
     from tasks.nightly.report import training_settings
 
     path = tmp_path / "nightly.toml"

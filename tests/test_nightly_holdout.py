@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 
-from models.train_presets import resolve_preset
+from models.training.presets import resolve_preset
 from tasks.evaluate.data import load_stackoverflow
 from tasks.nightly.holdout import HoldoutConfig, held_out, split_corpus
 

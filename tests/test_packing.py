@@ -13,11 +13,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from train_shards import TINY_PAIRS as PAIRS  # noqa: E402
 
-from models.gur_t5 import GurModel, pool, preset_config  # noqa: E402
-from models.losses import GurLoss  # noqa: E402
-from models.packing import first_fit_decreasing, pack_encoder, pool_segments, shift_right_in_segments  # noqa: E402
-from models.pair_data import collate, count_tokens  # noqa: E402
-from models.tokenizer import train_wordpiece  # noqa: E402
+from models.gur.losses import GurLoss  # noqa: E402
+from models.gur.model import GurModel, pool, preset_config  # noqa: E402
+from models.gur.packing import first_fit_decreasing, pack_encoder, pool_segments, shift_right_in_segments  # noqa: E402
+from models.gur.pair_data import collate, count_tokens  # noqa: E402
+from models.gur.tokenizer import train_wordpiece  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 

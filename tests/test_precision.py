@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.precision import autocast_for, check_dtype, uses_bf16
+from models.training.precision import autocast_for, check_dtype, uses_bf16
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 

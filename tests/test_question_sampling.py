@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from models.question_data import spread_order
+from models.tfcsg.question_data import spread_order
 from storage.fingerprint import fingerprint
 from tasks.train.task import LATER_FIELDS, RUNTIME_KEYS, TRAIN_CODE_VERSION, train_config, train_fingerprint
 

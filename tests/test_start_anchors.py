@@ -13,9 +13,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_bert import tiny_bert, titles  # noqa: E402
 
-from models.interpolate import interpolate_export, interpolate_state  # noqa: E402
-from models.tfcsg import TfcsgLoss, TfcsgModel  # noqa: E402
-from models.tfcsg_losses import similarity_anchor_loss, weight_anchor_loss  # noqa: E402
+from models.tfcsg.losses import similarity_anchor_loss, weight_anchor_loss  # noqa: E402
+from models.tfcsg.model import TfcsgLoss, TfcsgModel  # noqa: E402
+from models.training.interpolate import interpolate_export, interpolate_state  # noqa: E402
 from tasks.train.task import train_fingerprint  # noqa: E402
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from models.schedule import get_lr
-from models.sts_train import StsTrainConfig, train_order
+from models.sts.train import StsTrainConfig, train_order
+from models.training.schedule import get_lr
 from tasks.sts.data import StsPairs, average_ranks, read_sts_csv, split_holdout, sts_metrics
 
 
@@ -92,7 +92,7 @@ def test_cosent_against_a_loop():
 
     import torch
 
-    from models.sts_train import cosent_loss
+    from models.sts.train import cosent_loss
 
     rng = np.random.default_rng(1)
     for n in (1, 2, 5, 12):

@@ -102,8 +102,8 @@ def test_family_names_and_errors(tmp_path):
 
 
 def test_symmetric_cross_encoder_ignores_pair_order(setting):
-    from models.sts_train import StsTrainConfig, predict, train_scorer
-    from models.sts_transformers import CrossEncoder
+    from models.sts.pretrained import CrossEncoder
+    from models.sts.train import StsTrainConfig, predict, train_scorer
 
     train = setting["train"]
     model = CrossEncoder(setting["bert"], pooling="mean", symmetric=True)
@@ -142,8 +142,8 @@ def test_base_size_families_name_mpnet_and_say_how_to_install_it(tmp_path, monke
 
 
 def test_bf16_trains_and_predicts_in_bf16_and_leaves_fp32_fingerprints_alone(setting):
-    from models.sts_train import StsTrainConfig, predict, train_scorer
-    from models.sts_transformers import CrossEncoder
+    from models.sts.pretrained import CrossEncoder
+    from models.sts.train import StsTrainConfig, predict, train_scorer
     from tasks.sts.families import config_record
     from tasks.sts.task import describe
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.sts_gguf import convert_gguf, smollm2_gguf
-from models.sts_train import StsTrainConfig, predict, train_scorer
-from models.sts_transformers import SiameseCausalLM
+from models.sts.gguf import convert_gguf, smollm2_gguf
+from models.sts.pretrained import SiameseCausalLM
+from models.sts.train import StsTrainConfig, predict, train_scorer
 from tests.conftest import in_ci
 from tests.sts_fixtures import tiny_gguf, tiny_llama
 

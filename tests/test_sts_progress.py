@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 import storage.progress
-from models.sts_train import StsTrainConfig
+from models.sts.train import StsTrainConfig
 from tasks.sts.data import StsPairs
 from tasks.sts.families import parse_family, run_family
 from tests.tiny_bert import tiny_bert
@@ -36,9 +36,9 @@ def test_siamese_training_logs_step_loss_and_eta(tmp_path, monkeypatch, caplog):
     family = parse_family(f"siamese:{folder}")
     config = StsTrainConfig(batch_size=2, epochs=2, seed=0)  # 3 batches an epoch: 6 steps
     train, dev = pairs(PAIRS), pairs(PAIRS[:4])
-    with caplog.at_level(logging.INFO, logger="models.sts_train"):
+    with caplog.at_level(logging.INFO, logger="models.sts.train"):
         result = run_family(family, "en", config, train, {"dev": dev}, folder, {})
-    messages = [r.getMessage() for r in caplog.records if r.name == "models.sts_train"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "models.sts.train"]
     steps = [m for m in messages if m.startswith("sts train: ") and ", loss=" in m]
     beats = [m for m in messages if m.startswith("sts train: ") and ", loss=" not in m]  # a step slower than 1 s
     assert all(re.fullmatch(r"sts train: \d/6 steps \(.* in(, ETA ([\dmhs]+|\?))?\)", m) for m in beats), beats

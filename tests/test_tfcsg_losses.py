@@ -7,14 +7,14 @@ import math
 import pytest
 import torch
 
-from models.tfcsg import parse_losses
-from models.tfcsg_losses import (
+from models.tfcsg.losses import (
     contrastive_loss,
     kl_loss,
     s2s_loss,
     seq2seq_attention_mask,
     topic_negative_mask,
 )
+from models.tfcsg.model import parse_losses
 
 
 def test_contrastive_loss_by_hand():

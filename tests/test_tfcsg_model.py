@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_bert import tiny_bert, titles  # noqa: E402
 
-from models.question_data import QuestionConfig, QuestionData, QuestionStream  # noqa: E402
-from models.tfcsg import TfcsgLoss, TfcsgModel  # noqa: E402
+from models.tfcsg.model import TfcsgLoss, TfcsgModel  # noqa: E402
+from models.tfcsg.question_data import QuestionConfig, QuestionData, QuestionStream  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -72,8 +72,8 @@ def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
 
     from flows.evaluate import evaluate
     from flows.train import resolve_config, train_flow
-    from models.tfcsg import TfcsgModel
-    from models.train_loop import train as train_loop
+    from models.tfcsg.model import TfcsgModel
+    from models.training.loop import train as train_loop
     from storage.manifest import read_manifest
     from tasks.train.task import train_config, train_fingerprint
 
@@ -86,7 +86,7 @@ def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
     (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(cfg)))
 
     # a real trainer process gets Ctrl-C after step 6: it finishes the step, saves and exits 3
-    cmd = [sys.executable, "-m", "models.train_loop", "--config", str(tmp_path / "cfg.json")]
+    cmd = [sys.executable, "-m", "models.training.loop", "--config", str(tmp_path / "cfg.json")]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -286,7 +286,7 @@ def test_start_anchors_train_and_an_interpolated_run_reuses_its_unmixed_run(setu
 
 
 def test_bf16_trains_on_the_cpu_close_to_fp32_but_not_bit_equal(setup):
-    """`dtype: bf16` runs the forward pass under CPU autocast (models.precision): the same seed gives a
+    """`dtype: bf16` runs the forward pass under CPU autocast (models.training.precision): the same seed gives a
     loss curve within bf16's rounding of the fp32 one, and a run of its own (dtype is in the fingerprint)."""
     import pyarrow.parquet as pq
 

@@ -63,7 +63,7 @@ def test_train_flow_writes_the_stage_and_reruns_as_a_cache_hit(root):
 
 def test_interrupted_run_resumes_from_its_checkpoint(root):
     from flows.train import train_flow
-    from models.train_loop import train as train_loop
+    from models.training.loop import train as train_loop
 
     shards = {"stage": "shuffle", "fingerprint": "demo", "path": "shuffle/demo"}
     config = {

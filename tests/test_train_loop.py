@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from torchrun import run_two_ranks  # noqa: E402
 from train_shards import write_demo_shards  # noqa: E402
 
-from models.pair_data import DataConfig, PairStream, heldout_pairs, is_heldout  # noqa: E402
-from models.schedule import get_lr  # noqa: E402
-from models.tokenizer import train_wordpiece  # noqa: E402
-from models.train_loop import TrainConfig, train  # noqa: E402
+from models.gur.pair_data import DataConfig, PairStream, heldout_pairs, is_heldout  # noqa: E402
+from models.gur.tokenizer import train_wordpiece  # noqa: E402
+from models.training.loop import TrainConfig, train  # noqa: E402
+from models.training.schedule import get_lr  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 
@@ -165,7 +165,7 @@ def test_ctrl_c_saves_a_checkpoint_and_a_rerun_resumes_from_it(shards, tmp_path)
 
     cfg = run_config(shards, tmp_path / "run", max_steps=60, ckpt_every=1000, eval_every=0, export=False)
     (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(cfg)))
-    cmd = [sys.executable, "-m", "models.train_loop", "--config", str(tmp_path / "cfg.json")]
+    cmd = [sys.executable, "-m", "models.training.loop", "--config", str(tmp_path / "cfg.json")]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []

@@ -10,9 +10,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from models.pair_data import collate, label_len  # noqa: E402
-from models.span_masking import corrupt, hump_geometric, num_to_mask, plan_spans, sample_span_lengths  # noqa: E402
-from models.tokenizer import train_wordpiece  # noqa: E402
+from models.gur.pair_data import collate, label_len  # noqa: E402
+from models.gur.span_masking import corrupt, hump_geometric, num_to_mask, plan_spans, sample_span_lengths  # noqa: E402
+from models.gur.tokenizer import train_wordpiece  # noqa: E402
 
 SENTINELS = list(range(1000, 1100))
 EOS = 1

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from train_shards import write_demo_shards  # noqa: E402
 
-from models.train_loop import TrainConfig, train  # noqa: E402
+from models.training.loop import TrainConfig, train  # noqa: E402
 from tasks.train.task import train_fingerprint  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)

@@ -10,13 +10,13 @@ import math
 import numpy as np
 import pytest
 
-from models.schedule import get_lr
-from models.sts_train import StsTrainConfig
-from models.train_loop import TrainConfig
+from models.sts.train import StsTrainConfig
+from models.training.loop import TrainConfig
+from models.training.schedule import get_lr
 
 
 def old_train_loop_lr(step: int, cfg: TrainConfig) -> float:
-    """`models/train_loop.py::get_lr` before the schedules were shared (verbatim)."""
+    """`models/training/loop.py::get_lr` before the schedules were shared (verbatim)."""
     if step < cfg.warmup_steps:
         return (step + 1) / cfg.warmup_steps
     if cfg.schedule == "constant":
@@ -26,7 +26,7 @@ def old_train_loop_lr(step: int, cfg: TrainConfig) -> float:
 
 
 def old_sts_lr(step: int, total: int, config: StsTrainConfig) -> float:
-    """`models/sts_train.py::get_lr` before the schedules were shared (verbatim)."""
+    """`models/sts/train.py::get_lr` before the schedules were shared (verbatim)."""
     warm = int(config.warmup * total)
     if step < warm:
         return config.lr * (step + 1) / warm
@@ -123,7 +123,7 @@ SENTENCES = [s.split() for s in ("a man plays a guitar", "a woman plays the pian
 @pytest.mark.parametrize("sg", [0, 1])
 def test_word2vec_gives_the_vectors_the_sts_copy_gave(sg):
     """The STS families' call (`sg`, min_count 1, the rest at their defaults) against the copy that
-    `models/sts_wordvec.py` held, on the same sentences."""
+    `models/sts/wordvec.py` held, on the same sentences."""
     from gensim.models import Word2Vec
 
     from models.word2vec import Word2VecConfig, stable_hash, train_word2vec

@@ -1,4 +1,4 @@
-"""Test helper: `models.train_loop` on two CPU processes under torchrun (gloo), one thread each.
+"""Test helper: `models.training.loop` on two CPU processes under torchrun (gloo), one thread each.
 
 A timeout kills the whole process group: torchrun's ranks too, which a plain `subprocess.run`
 timeout would leave running (and taking the cores) after the test has failed.

@@ -162,7 +162,9 @@ def config_field_names(source: Path, class_name: str) -> list[str]:
 
 def train_option_names() -> list[str]:
     """The `TrainConfig` fields `gur train --options` accepts."""
-    return [name for name in config_field_names(MODELS / "train_loop.py", "TrainConfig") if name not in SET_BY_TRAIN]
+    return [
+        name for name in config_field_names(MODELS / "training" / "loop.py", "TrainConfig") if name not in SET_BY_TRAIN
+    ]
 
 
 def check_config_options(options: object, known: list[str], config: str, example: str, listed: str) -> dict:
@@ -184,5 +186,5 @@ def check_train_options(options: object) -> dict:
 
 
 def check_sts_options(options: object) -> dict:
-    known = config_field_names(MODELS / "sts_train.py", "StsTrainConfig")
-    return check_config_options(options, known, "StsTrainConfig", '{"epochs": 4}', "models/sts_train.py")
+    known = config_field_names(MODELS / "sts" / "train.py", "StsTrainConfig")
+    return check_config_options(options, known, "StsTrainConfig", '{"epochs": 4}', "models/sts/train.py")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.sts_train import StsTrainConfig, predict, train_scorer
+from models.sts.train import StsTrainConfig, predict, train_scorer
 from tasks.sts.data import StsPairs
 
 FIXED = {
@@ -183,7 +183,7 @@ def run_family(
     `model_dir`: the transformer or LLM folder (resolved by the caller: MiniLM, mpnet, the converted
     SmolLM2, or the path in the spec). `resources`: lazy loaders for `glove` and `demo_sentences`.
     """
-    from models.sts_wordvec import WordVectorScorer
+    from models.sts.wordvec import WordVectorScorer
 
     notes = []
     tokenize = tokenizer_for(lang)
@@ -194,7 +194,7 @@ def run_family(
         scorer = _recurrent(family.arg, config, train, tokenize, resources, notes)
     else:
         scorer = _transformer(family, config, model_dir, notes)
-        from models.sts_transformers import unk_rate
+        from models.sts.pretrained import unk_rate
 
         tok = getattr(scorer, "tokenizer", None) or getattr(getattr(scorer, "model", None), "tokenizer", None)
         if lang == "zh" and tok is not None:
@@ -224,7 +224,7 @@ def _word_vectors(kind: str, train: StsPairs, tokenize, resources) -> tuple[np.n
 
 
 def _recurrent(cell: str, config: StsTrainConfig, train: StsPairs, tokenize, resources, notes: list[str]):
-    from models.sts_recurrent import RecurrentSiamese, build_vocab, init_embeddings
+    from models.sts.recurrent import RecurrentSiamese, build_vocab, init_embeddings
 
     vocab = build_vocab(tokenize(t) for t in train.a + train.b)
     glove_init = cell.endswith("-glove") or cell == "infersent"
@@ -241,7 +241,7 @@ def _recurrent(cell: str, config: StsTrainConfig, train: StsPairs, tokenize, res
 
 
 def _transformer(family: Family, config: StsTrainConfig | None, folder: Path, notes: list[str]):
-    from models.sts_transformers import CrossEncoder, SiameseCausalLM, SiameseEncoder
+    from models.sts.pretrained import CrossEncoder, SiameseCausalLM, SiameseEncoder
 
     max_len = config.max_len if config is not None else 128
     seed = config.seed if config is not None else 0

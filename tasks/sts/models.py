@@ -37,7 +37,7 @@ def _prepared(root: Path, name: str, source: dict, build) -> Path:
 
 
 def smollm2_folder(root: Path) -> Path:
-    from models.sts_gguf import convert_gguf, smollm2_gguf
+    from models.sts.gguf import convert_gguf, smollm2_gguf
 
     gguf = smollm2_gguf()
     return _prepared(root, "smollm2", {"gguf": file_signature(gguf)}, lambda folder: convert_gguf(gguf, folder))

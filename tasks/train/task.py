@@ -25,7 +25,7 @@ from typing import Any
 
 from prefect import task
 
-from models.train_presets import METHODS
+from models.training.presets import METHODS
 from storage.atomic import atomic_write_json, atomic_write_text
 from storage.fingerprint import content_signature, fingerprint
 from storage.progress import current_logger
@@ -55,7 +55,7 @@ INPUT_STAGES = {"gur": ("shuffle",), "tfcsg": ("keywords",), "simcse": ("keyword
 
 def train_config(config: dict[str, Any], out_dir: str = "", shards: str = "", questions: str = ""):
     """The full TrainConfig (defaults filled in); unknown keys raise TypeError."""
-    from models.train_loop import TrainConfig
+    from models.training.loop import TrainConfig
 
     return TrainConfig(out_dir=out_dir, shards=shards, questions=questions, **config)
 
@@ -94,12 +94,12 @@ def source_dir(root: Path, ref: dict[str, str]) -> Path:
 
 
 def launch_command(config_path: Path, nproc: int) -> list[str]:
-    """`python -m models.train_loop`, or `torchrun` with `nproc` processes (0: one per GPU)."""
+    """`python -m models.training.loop`, or `torchrun` with `nproc` processes (0: one per GPU)."""
     if nproc == 0:
         import torch
 
         nproc = torch.cuda.device_count() if torch.cuda.is_available() else 1
-    base = ["-m", "models.train_loop", "--config", str(config_path)]
+    base = ["-m", "models.training.loop", "--config", str(config_path)]
     if nproc <= 1:
         return [sys.executable, *base]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *base]
@@ -107,7 +107,7 @@ def launch_command(config_path: Path, nproc: int) -> list[str]:
 
 def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dict[str, Any]:
     """Write `config.json`, run the loop in a subprocess (resuming from `out/checkpoints`), return the summary."""
-    from models.trainer_process import PARENT_ENV, TrainerRunningError, lock_holder
+    from models.training.process import PARENT_ENV, TrainerRunningError, lock_holder
 
     if pid := lock_holder(out):
         raise TrainerRunningError(
@@ -232,7 +232,7 @@ def mix_with_start(
 ) -> dict[str, str]:
     """An `interpolate` run: the same run unmixed (trained or reused), then its export mixed with the start's
     weights. A curve over the mixing weight costs one training run and a few seconds per point."""
-    from models.interpolate import interpolate_export
+    from models.training.interpolate import interpolate_export
 
     cfg = train_config(config, out_dir=str(stage.dir), shards="", questions="")
     if cfg.method == "gur" or not cfg.init_from:

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.packing import SENTENCE_KEYS
+from models.gur.packing import SENTENCE_KEYS
 
 TEMPERATURE = 0.1
 
@@ -49,7 +49,7 @@ def uniform_loss(n: int) -> float:
 
 
 def packed_views(batch: dict[str, Tensor], prefix: str) -> dict[str, dict[str, Tensor]]:
-    """`{"packed": ...}` for a packed batch (models.packing), else nothing: the model's keyword argument."""
+    """`{"packed": ...}` for a packed batch (models.gur.packing), else nothing: the model's keyword argument."""
     if f"{prefix}segment_ids" not in batch:
         return {}
     keys = SENTENCE_KEYS + (("decoder_segment_ids",) if not prefix else ())
@@ -60,7 +60,7 @@ class GurLoss(nn.Module):
     """LM + alpha * CL for one batch; `objective` is `lm+cl`, `cl` or `lm`.
 
     The batch holds 2N masked sentences, the N `a` sides then the N `b` sides (see
-    `models.pair_data.collate`; packed or padded, the embeddings come in that order); the CL loss
+    `models.gur.pair_data.collate`; packed or padded, the embeddings come in that order); the CL loss
     compares the projections of the two halves, of the masked inputs as in the paper (one encoder
     pass), or of `cl_input_ids` when the batch has them.
     """

@@ -1,5 +1,5 @@
-"""The learning-rate schedule of both training loops: `gur train` (`models/train_loop.py`) and the STS units
-(`models/sts_train.py`)."""
+"""The learning-rate schedule of both training loops: `gur train` (`models/training/loop.py`) and the STS units
+(`models/sts/train.py`)."""
 
 from __future__ import annotations
 

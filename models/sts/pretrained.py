@@ -1,7 +1,7 @@
 """Transformer STS scorers: cross-encoders, siamese sentence encoders and siamese causal LMs.
 
 Each is an `nn.Module` with `forward(a, b) -> (B,)` predictions on the [0, 1] scale, trained by
-`models.sts_train.train_scorer`:
+`models.sts.train.train_scorer`:
 
 - `CrossEncoder`: the pair as one input, [CLS] -> linear (the survey's BERT rows) or
   [CLS] -> Linear-ReLU-Linear-sigmoid (its "MLP + sigmoid" rows);

@@ -5,7 +5,7 @@ Layout read: `<shards>/<bucket>/part-*.parquet` (buckets `short` and `long`), co
 seeded order per epoch (`rank::world` of it under DDP) and their rows go through a shuffle
 buffer. Each batch comes from one bucket (drawn in proportion to the bucket's rows) and is
 padded to its longest row (with `fixed_shapes`: to the bucket's sequence length), or with
-`packing` packed several sentences per row (`models.packing`). A pair
+`packing` packed several sentences per row (`models.gur.packing`). A pair
 whose document is already in the batch is deferred to a later batch, so the in-batch
 negatives of a pair never come from its own document. Held-out pairs (a seeded hash of
 `doc_id` or `pair_id` below `heldout_fraction`) are skipped here; `heldout_pairs` serves them.
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.packing import pack_encoder, pack_targets
-from models.span_masking import MASK_RATIO, corrupt, max_target_len
-from models.tokenizer import GurTokenizer
+from models.gur.packing import pack_encoder, pack_targets
+from models.gur.span_masking import MASK_RATIO, corrupt, max_target_len
+from models.gur.tokenizer import GurTokenizer
 
 BUCKETS = ("short", "long")
 Pair = tuple[str, str, str]  # (doc_id, a, b)
@@ -48,7 +48,7 @@ class DataConfig:
     max_deferred: int = 4096  # deferred pairs beyond this are dropped (counted)
     fixed_shapes: bool = False  # pad every batch to the bucket's full length (static shapes for torch.compile)
     clean_views: bool = False  # also emit unmasked inputs for the contrastive loss
-    packing: bool = False  # several sentences per row (models.packing)
+    packing: bool = False  # several sentences per row (models.gur.packing)
     pack_len: int = 0  # packed row width; 0: the bucket's sequence length
 
     def seq_len(self, bucket: str) -> int:
@@ -107,7 +107,7 @@ def collate(
     `clean_views` adds `cl_input_ids` / `cl_attention_mask`: the same crops unmasked, for a
     contrastive loss on clean sentences (the paper computes it on the masked inputs).
     `pack_len` > 0 packs the same sentences, masks and targets into rows of that many tokens
-    instead (`models.packing`; no further random draws, so the batch holds what the padded one would).
+    instead (`models.gur.packing`; no further random draws, so the batch holds what the padded one would).
     """
     texts = [p[1] for p in pairs] + [p[2] for p in pairs]
     body = seq_len - 2

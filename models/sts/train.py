@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from models.precision import autocast_for, check_dtype
-from models.schedule import get_lr
+from models.training.precision import autocast_for, check_dtype
+from models.training.schedule import get_lr
 from storage.progress import Progress, current_logger
 
 
@@ -30,13 +30,13 @@ class StsTrainConfig:
     max_len: int = 128  # tokens per sentence (per pair for cross-encoders)
     weight_decay: float = 0.01
     warmup: float = 0.0  # fraction of the steps spent warming up linearly
-    schedule: str = "constant"  # "constant" or "linear" (decay to 0 after warmup); see `models.schedule.get_lr`
+    schedule: str = "constant"  # "constant" or "linear" (decay to 0 after warmup): models.training.schedule
     subsample: int = 0  # > 0: train on this many pairs of a seeded permutation (cpu preset, LLM rows)
     max_steps: int = 0  # > 0: stop after this many steps (tests)
     rank_weight: float = 0.0  # > 0: adds this times CoSENT's ranking loss to the MSE (see `cosent_loss`)
     pooling: str = "cls"  # cross-encoders: "cls" (the survey's) or "mean" over the pair's tokens
     symmetric: bool = False  # cross-encoders: train on a random order of each pair, predict the mean of both
-    dtype: str = "fp32"  # "bf16": bf16 autocast in training and prediction (models.precision; ~2x on AMX CPUs)
+    dtype: str = "fp32"  # "bf16": bf16 autocast to train and predict (models.training.precision; ~2x on AMX CPUs)
     seed: int = 0
     eval_batch: int = 64
 

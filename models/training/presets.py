@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-METHODS = ("gur", "tfcsg", "simcse")  # training recipes (models.train_loop); the first is the default
+METHODS = ("gur", "tfcsg", "simcse")  # training recipes (models.training.loop); the first is the default
 OBJECTIVES = ("lm+cl", "cl", "lm")  # gur: GUR-FULL, the paper's GUR-LM, GUR-CL; the first is the default
 COMMON: dict[str, Any] = dict(
     lr=3e-5,

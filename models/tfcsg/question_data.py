@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.pair_data import is_heldout
+from models.gur.pair_data import is_heldout
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A packed batch numbers its sentences 0..n-1 in the order of the padded batch (the `a` sides,
 then the `b` sides) and marks every token with its sentence number + 1 (`segment_ids`, 0 =
-padding). The encoder attends within a segment only (models.attention), each sentence's span
+padding). The encoder attends within a segment only (models.gur.attention), each sentence's span
 targets sit in the same row of the decoder under the same segment number (causal self-attention
 within the segment, cross-attention to its own encoder segment), and pooling reads each
 segment on its own, so the contrastive loss still sees one vector per sentence. Packing draws

@@ -2,7 +2,7 @@
 
 The weights, layer norms, feed-forward blocks and dropouts are transformers' (`T5Stack.block[i]`);
 only the attention call and the masks are ours: the position bias and the segment mask are
-folded once per batch (`models.attention.build_bias`) and shared by every layer, and a packed
+folded once per batch (`models.gur.attention.build_bias`) and shared by every layer, and a packed
 row's segments never see each other. With padded rows (segment ids = attention mask, decoder
 in one segment) the result equals transformers' T5 forward (tests/test_attention_impls.py).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from models.attention import AttentionBias, attend, build_bias, position_bias
+from models.gur.attention import AttentionBias, attend, build_bias, position_bias
 
 
 def compute_dtype(reference: Tensor) -> torch.dtype:

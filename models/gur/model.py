@@ -8,7 +8,7 @@ keeps its pretrained vectors' geometry that way). `init_from` warm-starts from a
 BERT-style encoder folder as a bert2bert encoder-decoder (decoder and cross-attention from the
 same weights, as in Rothe et al. 2020), since no pretrained T5 installs offline.
 
-Throughput options of the T5 (models/attention.py, models/packing.py, models/fused_head.py):
+Throughput options of the T5 (models/gur/attention.py, models/gur/packing.py, models/gur/fused_head.py):
 `attention` picks the kernel (`eager`: transformers' own forward, the default; `sdpa`, `flex`:
 our forward over the same modules), a packed batch (with `segment_ids`) is encoded, decoded
 and pooled per segment, and `fused_lm_head` computes the LM loss in chunks without full logits.
@@ -32,10 +32,10 @@ from transformers import (
 )
 from transformers.modeling_outputs import BaseModelOutput
 
-from models import t5_forward
-from models.attention import check_attention
-from models.fused_head import linear_cross_entropy
-from models.packing import pool_segments, shift_right_in_segments
+from models.gur import t5_forward
+from models.gur.attention import check_attention
+from models.gur.fused_head import linear_cross_entropy
+from models.gur.packing import pool_segments, shift_right_in_segments
 
 POOLINGS = ("cls", "mean", "eos")
 HEADS = ("mlp", "none")
@@ -59,8 +59,8 @@ class GurModelConfig:
     head: str = "mlp"
     pooling: str = "cls"
     init_from: str = ""  # a local pretrained encoder folder (bert2bert warm start); "" = T5 from scratch
-    attention: str = "eager"  # eager | sdpa | flex (models.attention); T5 only
-    fused_lm_head: bool = False  # chunked LM head + cross-entropy (models.fused_head); T5 only
+    attention: str = "eager"  # eager | sdpa | flex (models.gur.attention); T5 only
+    fused_lm_head: bool = False  # chunked LM head + cross-entropy (models.gur.fused_head); T5 only
     pad_id: int = 0
     eos_id: int = 1
     cls_id: int = 2
@@ -172,7 +172,7 @@ class GurModel(nn.Module):
         return self.config.vector_dim if self.config.head == "mlp" else hidden_size(self.seq2seq)
 
     def own_forward(self, packed: dict[str, Tensor] | None) -> bool:
-        """Our T5 forward (models.t5_forward) rather than transformers': for packing, sdpa / flex, the fused head."""
+        """Our T5 forward (models.gur.t5_forward), not transformers': for packing, sdpa / flex, the fused head."""
         cfg = self.config
         return packed is not None or cfg.attention != "eager" or cfg.fused_lm_head
 
@@ -226,7 +226,7 @@ class GurModel(nn.Module):
     ) -> dict[str, Tensor]:
         """input_ids, attention_mask (B, T); labels (B, L) with -100 at padding. Returns embeddings and/or lm_loss.
 
-        `packed` (a packed batch's segment tensors, models.packing): the rows hold several sentences;
+        `packed` (a packed batch's segment tensors, models.gur.packing): the rows hold several sentences;
         the embeddings are then one per sentence, in sentence order."""
         hidden = self.encode(input_ids, attention_mask, packed)  # (B, T, C)
         out: dict[str, Tensor] = {}

@@ -27,9 +27,9 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from models.gur_t5 import pool
-from models.losses import in_batch_accuracy
-from models.tfcsg_losses import (
+from models.gur.losses import in_batch_accuracy
+from models.gur.model import pool
+from models.tfcsg.losses import (
     contrastive_loss,
     kl_loss,
     s2s_loss,

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
-from models.gur_t5 import GurModel, hidden_size
-from models.tokenizer import GurTokenizer
+from models.gur.model import GurModel, hidden_size
+from models.gur.tokenizer import GurTokenizer
 from storage.atomic import atomic_path
 
 ST_POOLING = {"cls": "cls", "mean": "mean", "eos": "lasttoken"}
@@ -109,7 +109,7 @@ def automodel_embed(path: str | Path, texts: list[str], max_length: int = 128) -
     encoder = model.encoder if info["encoder"].endswith(".encoder") else model
     batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
     hidden = encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
-    from models.gur_t5 import pool
+    from models.gur.model import pool
 
     x = pool(hidden, batch["attention_mask"], info["pooling"])  # (B, C)
     layers = _dense_layers(path)

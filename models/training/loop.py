@@ -5,8 +5,8 @@ on shard pairs, `build_gur`), `tfcsg` and `simcse` (a pretrained encoder on ques
 keyword sequences, `build_questions`). Everything else (optimizer, schedule, accumulation,
 bf16, DDP, signals, checkpoints, metrics, curves, export, summary) is the same code.
 
-    python -m models.train_loop --config run.json                 # one process (CPU or one GPU)
-    torchrun --nproc_per_node=8 -m models.train_loop --config run.json
+    python -m models.training.loop --config run.json                 # one process (CPU or one GPU)
+    torchrun --nproc_per_node=8 -m models.training.loop --config run.json
 
 `<out_dir>/checkpoints/step-NNNNNNNN.pt` is one dict (model, optimizer, scheduler, step, data
 position of every rank, RNG states, metrics so far), written atomically every `ckpt_every`
@@ -34,12 +34,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from models import train_presets
-from models.attention import check_attention
-from models.checkpoints import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from models.gur_t5 import GurModel, preset_config
-from models.losses import GurLoss, compute_loss_from_embeddings, in_batch_accuracy
-from models.pair_data import (
+from models.gur.attention import check_attention
+from models.gur.losses import GurLoss, compute_loss_from_embeddings, in_batch_accuracy
+from models.gur.model import GurModel, preset_config
+from models.gur.pair_data import (
     DataConfig,
     PairStream,
     bucket_files,
@@ -48,10 +46,12 @@ from models.pair_data import (
     distinct_doc_batches,
     heldout_pairs,
 )
-from models.precision import autocast_for
-from models.schedule import get_lr
-from models.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
-from models.trainer_process import run_lock, watch_parent
+from models.gur.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
+from models.training import presets as train_presets
+from models.training.checkpoints import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from models.training.precision import autocast_for
+from models.training.process import run_lock, watch_parent
+from models.training.schedule import get_lr
 from storage.atomic import atomic_path, atomic_write_text
 from storage.progress import eta_seconds, format_duration
 
@@ -66,20 +66,20 @@ DEFAULT_PROMPTS = (
 class TrainConfig:
     out_dir: str
     shards: str  # gur: the shuffle stage folder; tfcsg / simcse: unused (see `questions`)
-    method: str = train_presets.METHODS[0]  # gur | tfcsg | simcse (models.tfcsg)
+    method: str = train_presets.METHODS[0]  # gur | tfcsg | simcse (models.tfcsg.model)
     preset: str = "tiny"
     objective: str = train_presets.OBJECTIVES[0]  # lm+cl (GUR-FULL), cl (the paper's GUR-LM), lm (GUR-CL)
     alpha: float = 1.0
     temperature: float = 0.1
     pooling: str = "cls"
     init_from: str = ""  # pretrained encoder folder to warm-start from (its tokenizer is used)
-    head: str = "auto"  # "mlp", "none", or "auto": none when warm-starting, else mlp (models.gur_t5)
+    head: str = "auto"  # "mlp", "none", or "auto": none when warm-starting, else mlp (models.gur.model)
     vocab_size: int = 8000  # WordPiece trained on the shards when not warm-starting
     tokenizer_sample: int = 200_000
     dropout: float = 0.1
     max_steps: int = 1000
     lr: float = 1e-4
-    schedule: str = "constant"  # constant with warmup (the paper) or cosine (models.schedule.get_lr)
+    schedule: str = "constant"  # constant with warmup (the paper) or cosine (models.training.schedule.get_lr)
     warmup_steps: int = 100
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -95,12 +95,12 @@ class TrainConfig:
     fixed_shapes: bool = False  # pad to the bucket length: static shapes, for `compile` on a GPU
     cl_inputs: str = "masked"  # masked: CL on the masked inputs (the paper, one encoder pass); clean: a second pass
     # Throughput (gur, T5 from scratch; see `check_throughput_options`): the same losses, fewer wasted FLOPs.
-    attention: str = "eager"  # eager | sdpa | flex (models.attention; flex trains on a GPU only)
-    packing: bool = False  # several sentences per row under a block-diagonal mask (models.packing)
+    attention: str = "eager"  # eager | sdpa | flex (models.gur.attention; flex trains on a GPU only)
+    packing: bool = False  # several sentences per row under a block-diagonal mask (models.gur.packing)
     pack_len: int = 0  # packed row width in tokens; 0: each bucket's sequence length
-    fused_lm_head: bool = False  # LM head + cross-entropy in chunks, never the full logits (models.fused_head)
+    fused_lm_head: bool = False  # LM head + cross-entropy in chunks, never the full logits (models.gur.fused_head)
     seed: int = 0
-    dtype: str = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 on either; fp32 (models.precision)
+    dtype: str = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 on either; fp32 (models.training.precision)
     compile: bool = False
     threads: int = 0
     log_every: int = 10
@@ -113,7 +113,7 @@ class TrainConfig:
     prompts: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPTS))
     stop_at_step: int = 0  # tests: leave the loop after this step with no final checkpoint (as if killed)
     export: bool = True
-    # tfcsg / simcse (models.tfcsg, models.question_data); `temperature`, `pooling`, `dropout`,
+    # tfcsg / simcse (models.tfcsg.model, models.tfcsg.question_data); `temperature`, `pooling`, `dropout`,
     # `init_from`, `heldout_fraction`, `eval_batch` and `eval_pairs` apply to them too.
     questions: str = ""  # a keywords stage folder, or a file / folder with a text column
     text_field: str = "text"
@@ -121,7 +121,7 @@ class TrainConfig:
     negatives: str = "topic-masked"  # all | topic-masked
     sampling: str = "random"  # random | topic-spread: batches that spread each GSDMM topic evenly
     # A nightly candidate on a grown corpus: train on the rows the keywords output `replay_since` (a fingerprint)
-    # does not hold plus a seeded sample of those it holds, `replay_ratio` times as many (models.question_data).
+    # does not hold plus a seeded sample of those it holds, `replay_ratio` times as many (models.tfcsg.question_data).
     replay_since: str = ""
     replay_ratio: float = 1.0
     replay_source: str = ""  # the task sets it: the `replay_since` output's folder
@@ -135,7 +135,7 @@ class TrainConfig:
     kl_detach_target: bool = True  # stop-gradient on h_t: the keyword vector is the KL's target
     kl_activation: str = "sigmoid"  # the paper's sigmoid on x_hat, or linear
     ae_dim: int = 256  # size of the auto-encoder's code z
-    # Keeping the start model's general-purpose geometry (models.tfcsg; 0 / 1.0: off). The two anchors are
+    # Keeping the start model's general-purpose geometry (models.tfcsg.model; 0 / 1.0: off). The two anchors are
     # losses against a frozen copy of `init_from`; `interpolate` mixes the trained encoder's weights with the
     # start's at export, w * trained + (1 - w) * start, as a run of its own over the unmixed run (tasks.train).
     sim_anchor_weight: float = 0.0
@@ -349,7 +349,7 @@ def build_gur(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, loa
             )
 
     def export(trained: GurModel, folder: Path) -> None:
-        from models.export import export_model
+        from models.training.export import export_model
 
         export_model(trained, tok, folder, max_seq_length=cfg.long_seq_len)
 
@@ -376,7 +376,7 @@ def _question_eval_pair(model, batch):
 
 def check_question_options(cfg: TrainConfig) -> tuple[str, ...]:
     """The losses of a `tfcsg` / `simcse` run, after the checks that make a bad config one line."""
-    from models.tfcsg import parse_losses
+    from models.tfcsg.model import parse_losses
 
     if not cfg.init_from:
         raise ValueError(f"method {cfg.method!r} fine-tunes a pretrained encoder: set init_from to its folder")
@@ -403,10 +403,10 @@ def question_tokenizer(init_from: str, tok_dir: Path, rank: int, ddp: bool) -> A
 
 
 def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
-    """TFCSG and SimCSE: a pretrained encoder on questions and their keyword sequences (models.tfcsg)."""
-    from models.export import export_encoder
-    from models.question_data import QuestionConfig, QuestionData, QuestionStream
-    from models.tfcsg import TfcsgLoss, TfcsgModel
+    """TFCSG and SimCSE: a pretrained encoder on questions and their keyword sequences (models.tfcsg.model)."""
+    from models.tfcsg.model import TfcsgLoss, TfcsgModel
+    from models.tfcsg.question_data import QuestionConfig, QuestionData, QuestionStream
+    from models.training.export import export_encoder
 
     losses = check_question_options(cfg)
     tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
