@@ -53,6 +53,8 @@ from models.gur.model import GurModel, GurModelConfig, preset_config  # noqa: E4
 from models.gur.pair_data import DataConfig, PairStream, collate, count_tokens  # noqa: E402
 from models.gur.tokenizer import train_wordpiece  # noqa: E402
 
+DRAW = 64  # most pairs one batch draws from distinct documents of the demo corpus (about 90 have pairs)
+
 
 def flops_per_step(cfg: GurModelConfig, rows: int, enc_len: int, dec_len: int, objective: str = "lm+cl") -> float:
     """Training FLOPs for `rows` sequences of `enc_len` encoder and `dec_len` decoder tokens."""
@@ -66,9 +68,14 @@ def flops_per_step(cfg: GurModelConfig, rows: int, enc_len: int, dec_len: int, o
     return 3 * 2 * macs * rows
 
 
-def demo_pairs(shards: Path, tok, bucket: str, batch: int, count: int) -> list[list[tuple[str, str, str]]]:
-    stream = PairStream(DataConfig(str(shards), short_batch=batch, long_batch=batch, heldout_fraction=0.0), tok)
-    return [stream.next_pairs(bucket) for _ in range(count)]
+def demo_pairs(
+    shards: Path, tok, bucket: str, batch: int, count: int, draw: int = DRAW
+) -> list[list[tuple[str, str, str]]]:
+    """`count` batches of `batch` pairs. A batch of more than `draw` pairs joins draws of `draw` pairs from distinct
+    documents: the demo corpus has about 90 documents with pairs, too few for one draw of 128."""
+    size = min(batch, draw)
+    stream = PairStream(DataConfig(str(shards), short_batch=size, long_batch=size, heldout_fraction=0.0), tok)
+    return [[p for _ in range(-(-batch // size)) for p in stream.next_pairs(bucket)][:batch] for _ in range(count)]
 
 
 def layout_batches(pair_lists: list, tok, seq_len: int, fixed: bool, pack_len: int) -> list[dict]:
@@ -100,6 +107,7 @@ def shape_flops(cfg: GurModelConfig, batch: dict, objective: str) -> float:
 
 
 def loader_rate(shards: Path, tok, batch: int, seconds: float = 3.0) -> float:
+    batch = min(batch, DRAW)  # batches from distinct documents: see demo_pairs
     stream = PairStream(DataConfig(str(shards), short_batch=batch, long_batch=batch, heldout_fraction=0.0), tok)
     t0, n = time.perf_counter(), 0
     while time.perf_counter() - t0 < seconds:
@@ -141,7 +149,12 @@ def prepare(args: argparse.Namespace) -> tuple:
 
 
 def measure(args, device, tok, pair_lists, attention: str, packing: bool, fused: bool) -> dict:
-    """One combination: build the model, warm up, time `args.steps` steps on the pre-built batches."""
+    """One combination: build the model, warm up, time `args.steps` steps on the pre-built batches.
+
+    Also in the row, for checks: `loss_init` and `loss_final`, the first batch's loss in eval mode (no dropout,
+    the model not compiled) before the first step and after the last (every kernel and layout must give the
+    same `loss_init`; training must lower it), and `losses`, every step's training loss, warm-up first (read
+    after the clock stops, so no step waits for the device)."""
     seq_len = 32 if args.bucket == "short" else 128
     fixed = args.fixed_shapes or args.compile
     pack_len = (args.pack_len or seq_len) if packing else 0
@@ -162,27 +175,37 @@ def measure(args, device, tok, pair_lists, attention: str, packing: bool, fused:
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
     on_device = [{k: v.to(device) for k, v in b.items()} for b in batches]
 
-    def step(b: dict) -> None:
+    def step(b: dict) -> torch.Tensor:
         with autocast:
             loss, _ = loss_fn(b)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        return loss.detach()
 
+    def eval_loss() -> float:
+        with torch.no_grad(), autocast:
+            model.eval()
+            loss = GurLoss(model, args.objective)(on_device[0])[0].item()
+            model.train()
+        return loss
+
+    loss_init = eval_loss()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    for i in range(args.warmup):
-        step(on_device[i % len(on_device)])
+    losses = [step(on_device[i % len(on_device)]) for i in range(args.warmup)]
     if device.type == "cuda":
         torch.cuda.synchronize()
     t0, c0 = time.perf_counter(), time.process_time()
     for i in range(args.steps):
-        step(on_device[i % len(on_device)])
+        losses.append(step(on_device[i % len(on_device)]))
     if device.type == "cuda":
         torch.cuda.synchronize()
     dt = (time.perf_counter() - t0) / args.steps
     cpu_dt = (time.process_time() - c0) / args.steps
+    losses = torch.stack(losses).float().tolist()
+    loss_final = eval_loss()
     real = np.mean([count_tokens(b) for b in batches])
     computed = np.mean(
         [b["input_ids"].numel() + (b["labels"].numel() if args.objective != "cl" else 0) for b in batches]
@@ -203,6 +226,9 @@ def measure(args, device, tok, pair_lists, attention: str, packing: bool, fused:
         "model_tflops": round(useful / dt / 1e12, 4),
         "mfu": round(useful / dt / peak, 5),
         "mfu_shapes": round(shapes / dt / peak, 5),
+        "loss_init": round(loss_init, 5),
+        "loss_final": round(loss_final, 5),
+        "losses": [round(x, 4) for x in losses],
     }
     if device.type == "cuda":
         row["max_mem_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)

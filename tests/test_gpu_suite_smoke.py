@@ -1,0 +1,49 @@
+"""`benchmarks/gpu_suite.py --smoke`: the GPU window's one command, end to end on the CPU on tiny sizes.
+
+Every part must have run (its checks all passed) or been skipped with a reason, every row likewise, every
+figure be a finite number or null (MFU without a known peak), and the command exit 0. About a minute on
+two cores; the suite writes to the test's own folder, never to benchmarks/results/.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import require_shared
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+PARTS = ["tests", "throughput", "tfcsg", "sbert", "gur-scratch"]
+
+pytestmark = pytest.mark.slow  # a subprocess that trains five small things
+
+
+def test_gpu_suite_smoke_runs_every_part(tmp_path):
+    require_shared(SHARED / "stackoverflow" / "train.tsv", SHARED / "stsb" / "stsb-en-train.csv")
+    cmd = [sys.executable, str(REPO / "benchmarks" / "gpu_suite.py"), "--smoke", "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    [result] = tmp_path.glob("gpu-suite-smoke-*.json")
+    assert result.with_suffix(".md").is_file()
+    record = json.loads(result.read_text())
+    assert record["mode"] == "smoke" and record["passed"]
+    assert [p["name"] for p in record["parts"]] == PARTS
+    for part in record["parts"]:
+        name = part["name"]
+        assert part["status"] in ("ran", "skipped"), (name, part["reason"])
+        if part["status"] == "skipped":
+            assert part["reason"], name
+            continue
+        assert part["checks"] and all(c["passed"] for c in part["checks"]), (name, part["checks"])
+        for row in part["rows"]:
+            assert row["status"] in ("ran", "skipped"), (name, row)
+            assert row["status"] == "ran" or row["reason"], (name, row["label"])
+            assert row["status"] == "skipped" or row["command"], (name, row["label"])
+            for key, value in row["figures"].items():
+                ok = value is None or (isinstance(value, int | float) and math.isfinite(value))
+                assert ok, (name, row["label"], key, value)
