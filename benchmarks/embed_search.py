@@ -1,0 +1,192 @@
+"""The embed stage against sentence-transformers' `encode`, and search latency / recall at growing sizes.
+
+    .venv/bin/python benchmarks/embed_search.py                      # every part (about 15 min on 2 cores)
+    .venv/bin/python benchmarks/embed_search.py --parts throughput   # or latency, recall
+    .venv/bin/python benchmarks/embed_search.py --faiss /tmp/faisspkg   # also faiss-cpu's HNSW (pip --target)
+
+- throughput: MiniLM, batch 64, the same texts (StackOverflow titles and Wikipedia articles, which the
+  model cuts at 256 word pieces), the stage's `encode_texts` and `SentenceTransformer.encode` in
+  alternation, two rounds each: documents/s by wall clock and CPU seconds;
+- latency: one query at a time over generated unit vectors (384-d): exact search (the evaluation's
+  `exact_search`) at each size, usearch HNSW (the index `gur search` builds above EXACT_MAX) where
+  `--hnsw-sizes` allows; p50 / p95 in ms, build time, recall@10 against exact on the same queries;
+- recall: real MiniLM vectors of StackOverflow titles, held-out titles as queries, recall@10 of HNSW;
+- peak memory: the process's maximum RSS after each part (they run in increasing order of size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def unit_rows(n: int, dim: int = 384, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, dim), dtype=np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def timed(fn, *args):
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn(*args)
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def throughput(n_titles: int, n_articles: int, batch: int) -> None:
+    from models.encoders import minilm_path
+    from tasks.embed.vectors import document_texts, encode_texts, load_encoder
+    from tasks.evaluate.data import load_stackoverflow
+    from tests.wiki_docs import wiki_documents
+
+    articles = wiki_documents(n_articles, sentences=40)
+    texts = load_stackoverflow(SHARED / "stackoverflow" / "train.tsv", limit=n_titles).texts
+    texts += document_texts([a["title"] for a in articles], [a["text"] for a in articles])
+    model = load_encoder(str(minilm_path()))
+    import torch
+
+    print(
+        f"\n## throughput: {len(texts)} texts ({n_titles} titles, {len(articles)} articles), MiniLM, batch {batch}, "
+        f"{torch.get_num_threads()} torch threads"
+    )
+    encode_texts(model, texts[:64], batch)  # warm-up
+    results: dict[str, list[tuple[float, float]]] = {"stage encode_texts": [], "SentenceTransformer.encode": []}
+    for _ in range(2):
+        ours, wall, cpu = timed(encode_texts, model, texts, batch)
+        results["stage encode_texts"].append((wall, cpu))
+        theirs, wall, cpu = timed(
+            lambda: model.encode(texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False)
+        )
+        results["SentenceTransformer.encode"].append((wall, cpu))
+    print(f"max |difference| of the vectors: {np.abs(ours - theirs).max():.2e}")
+    print("| encoder | docs/s (wall, best of 2) | CPU s (best of 2) | docs per CPU s |")
+    print("|---|---|---|---|")
+    for name, runs in results.items():
+        wall, cpu = min(r[0] for r in runs), min(r[1] for r in runs)
+        print(f"| {name} | {len(texts) / wall:.1f} | {cpu:.1f} | {len(texts) / cpu:.1f} |")
+    ratio = min(r[1] for r in results["SentenceTransformer.encode"]) / min(r[1] for r in results["stage encode_texts"])
+    print(f"CPU time ratio encode / stage: {ratio:.2f} (above 1: the stage is faster); peak RSS {peak_mb():.0f} MB")
+
+
+def latencies(index, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    times, found = [], []
+    for q in queries:
+        started = time.perf_counter()
+        _, rows = index.search(q[None, :], k)
+        times.append((time.perf_counter() - started) * 1000)
+        found.append(rows[0])
+    return np.array(times), np.array(found)
+
+
+def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
+    return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth, strict=True)]))
+
+
+def latency(sizes: list[int], hnsw_sizes: list[int], n_queries: int, faiss_path: str | None) -> None:
+    import torch
+
+    from tasks.embed.index import ExactIndex, HnswConfig, HnswIndex, Vectors
+
+    print(f"\n## latency: generated 384-d unit vectors, {n_queries} single queries, {torch.get_num_threads()} threads")
+    print("| vectors | search | build s | p50 ms | p95 ms | recall@10 vs exact | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|")
+    for n in sizes:
+        matrix = unit_rows(n)
+        queries = unit_rows(n_queries, seed=1)
+        exact = ExactIndex(Vectors([str(i) for i in range(n)], matrix, "generated"))
+        times, truth = latencies(exact, queries)
+        p50, p95 = np.percentile(times, 50), np.percentile(times, 95)
+        print(f"| {n:,} | exact | - | {p50:.1f} | {p95:.1f} | 1 | {peak_mb():.0f} |")
+        if n in hnsw_sizes:
+            index, build_s, _ = timed(HnswIndex.build, matrix, HnswConfig())
+            times, found = latencies(index, queries)
+            p50, p95, r = np.percentile(times, 50), np.percentile(times, 95), recall_at(found, truth)
+            print(f"| {n:,} | usearch HNSW | {build_s:.0f} | {p50:.2f} | {p95:.2f} | {r:.3f} | {peak_mb():.0f} |")
+            del index
+        if faiss_path and n in hnsw_sizes:
+            sys.path.insert(0, faiss_path)
+            import faiss
+
+            faiss.omp_set_num_threads(1)
+            index = faiss.IndexHNSWFlat(matrix.shape[1], 16, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction, index.hnsw.efSearch = 128, 128
+            _, build_s, _ = timed(index.add, matrix)
+            times, found = latencies(FaissSearch(index), queries)
+            p50, p95, r = np.percentile(times, 50), np.percentile(times, 95), recall_at(found, truth)
+            print(f"| {n:,} | faiss HNSWFlat | {build_s:.0f} | {p50:.2f} | {p95:.2f} | {r:.3f} | {peak_mb():.0f} |")
+        del matrix, exact
+
+
+class FaissSearch:
+    def __init__(self, index) -> None:
+        self.index = index
+
+    def search(self, queries: np.ndarray, k: int):
+        return self.index.search(queries, k)
+
+
+def recall_real(n_docs: int, n_queries: int) -> None:
+    from models.encoders import minilm_path
+    from tasks.embed.index import ExactIndex, HnswConfig, HnswIndex, Vectors
+    from tasks.embed.vectors import encode_texts, load_encoder
+    from tasks.evaluate.data import load_stackoverflow
+
+    texts = list(dict.fromkeys(load_stackoverflow(SHARED / "stackoverflow" / "train.tsv").texts))
+    docs, queries = texts[:n_docs], texts[-n_queries:]
+    model = load_encoder(str(minilm_path()))
+    vectors, wall, cpu = timed(encode_texts, model, docs + queries, 64)
+    matrix, q = vectors[:n_docs], vectors[n_docs:]
+    print(
+        f"\n## recall on real vectors: {n_docs} StackOverflow titles (MiniLM, {wall:.0f} s to embed), "
+        f"{n_queries} held-out titles as queries"
+    )
+    _, truth = latencies(ExactIndex(Vectors([str(i) for i in range(n_docs)], matrix, "minilm")), q)
+    index, build_s, _ = timed(HnswIndex.build, matrix, HnswConfig())
+    times, found = latencies(index, q)
+    print(
+        f"usearch HNSW: build {build_s:.1f} s, p50 {np.percentile(times, 50):.2f} ms, "
+        f"p95 {np.percentile(times, 95):.2f} ms, recall@10 {recall_at(found, truth):.3f}; peak RSS {peak_mb():.0f} MB"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parts", nargs="+", default=["throughput", "recall", "latency"])
+    parser.add_argument("--titles", type=int, default=2000)
+    parser.add_argument("--articles", type=int, default=100)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 200_000, 300_000, 1_000_000])
+    parser.add_argument("--hnsw-sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--real-docs", type=int, default=15_000)
+    parser.add_argument("--faiss", default=None, help="a folder where faiss-cpu was pip-installed with --target")
+    args = parser.parse_args()
+    import torch
+
+    print(f"torch {torch.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    if "throughput" in args.parts:
+        throughput(args.titles, args.articles, args.batch)
+    if "recall" in args.parts:
+        recall_real(args.real_docs, args.queries)
+    if "latency" in args.parts:
+        latency(sorted(args.sizes), args.hnsw_sizes, args.queries, args.faiss)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

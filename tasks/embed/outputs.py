@@ -1,0 +1,92 @@
+"""Which `embed` outputs exist, and which one is in use: the pointer `<root>/embed/active.json`.
+
+    set_active(root, ref, model)      # atomically: the catalog's `embeddings` view follows it
+    read_active(root)                 # {"path": "embed/<fp>", "model": ..., "model_path": ..., ...}
+    find_output(root, model_fp, documents_fp)
+
+The `embeddings` view reads the output the pointer names (storage/catalog.py: POINTED), not the
+newest output that writes the table: a `gur embed minilm` for a comparison, or the page embedding
+the champion's start model, would otherwise take over the view. The pointer is replaced with one
+rename and the catalog rebuilt with another, so a reader sees the old output or the new one, each
+complete and never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from storage.atomic import atomic_write_json
+from storage.catalog import POINTED
+from storage.layout import MANIFEST
+
+STAGE = "embed"
+ACTIVE = POINTED["embeddings"]
+
+
+def set_active(root: Path, ref: dict[str, str], model: dict[str, Any]) -> dict[str, Any]:
+    pointer = {"path": ref["path"], "fingerprint": ref["fingerprint"], **model}
+    atomic_write_json(root / ACTIVE, pointer, fsync=True)
+    return pointer
+
+
+def read_active(root: Path) -> dict[str, Any] | None:
+    path = root / ACTIVE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def embed_manifests(root: Path) -> list[dict[str, Any]]:
+    """Every complete embed output's manifest, oldest first."""
+    found = []
+    for path in (root / STAGE).glob(f"*/{MANIFEST}"):
+        try:
+            found.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return sorted(found, key=lambda m: float(m.get("finished_at", 0.0)))
+
+
+def find_output(
+    root: Path, model_fp: str, documents_fp: str | None = None, unit: str = "documents"
+) -> dict[str, Any] | None:
+    """The newest complete embed output of the model (over the given documents output, else any), or None."""
+    best = None
+    for manifest in embed_manifests(root):
+        config = manifest.get("config") or {}
+        if config.get("model") != model_fp or config.get("unit", "documents") != unit:
+            continue
+        if documents_fp and manifest["upstream"][0]["fingerprint"] != documents_fp:
+            continue
+        best = manifest
+    return best
+
+
+def documents_of(root: Path, ref: dict[str, str]) -> dict[str, str]:
+    """The `ingest` output upstream of a stage output (shards, keywords, sentences, ...): what embed reads."""
+    from storage.stage_output import ref_manifest
+
+    seen = 0
+    while ref["stage"] != "ingest":
+        upstream = ref_manifest(root, ref).get("upstream") or []
+        if not upstream or seen > 10:
+            raise FileNotFoundError(f"{ref['path']}: no ingest output upstream of it")
+        ref, seen = upstream[0], seen + 1
+    return ref
+
+
+def current_documents(root: Path) -> dict[str, str]:
+    """The documents the catalog's `documents` view shows (one build's), else the newest ingest output."""
+    from storage.catalog import catalog_files
+    from storage.layout import CATALOG
+    from storage.stage_output import latest_ref, stage_ref
+
+    if (root / CATALOG).exists():
+        try:
+            globs, _, _ = catalog_files(root, "documents")
+            folder = Path(globs[0]).parent
+            if folder.parent.name == "ingest" and (folder / MANIFEST).exists():
+                return stage_ref("ingest", folder.name)
+        except (KeyError, RuntimeError, OSError):
+            pass
+    return latest_ref(root, "ingest")

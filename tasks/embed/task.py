@@ -1,0 +1,112 @@
+"""The `embed` Prefect task: a documents (or sentences) output and a model -> an `embeddings` output.
+
+    fp = fingerprint("embed", version, config.key(), [documents fingerprint])
+    for each documents shard: link the vectors an earlier output made from the same bytes with the
+        same model, or embed it (`tasks/embed/vectors.py: embed_shard`), marker last
+    manifest: rows, shard_inputs (each input shard's SHA-256), shard_work (computed / linked)
+
+A corpus folder's documents output holds one shard per file (`tasks/ingest/folder.py`), linked from
+the file's ingest unit, so its SHA-256 names the unit: a night with one new file embeds that file's
+shard and links the rest; a new model (a new fingerprint) embeds everything once. Shards run in
+this process one after the other (one model in memory, torch's threads on every core); a killed
+run keeps its finished shards and redoes the one it was in.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+
+from storage.fingerprint import fingerprint
+from storage.layout import data_root
+from storage.progress import Progress, current_logger
+from storage.shards import finished_shards, sum_shard_stats
+from storage.stage_output import StageOutput, ref_dir, ref_manifest, stage_ref
+from tasks.embed.index import EXACT_MAX, INDEX_STAGE, HnswConfig, build_index_output, read_vectors
+from tasks.embed.vectors import EMBED_CODE_VERSION, EmbedConfig, embed_shard
+from tasks.runtime.map_shards import map_shards
+from tasks.runtime.shard_stage import input_hashes, link_reusable, reusable_shards
+from tasks.runtime.stage_cache import STAGE_TASK
+
+STAGE = "embed"
+TABLES = {"documents": "embeddings", "sentences": "sentence_embeddings"}
+INPUT_STAGE = {"documents": "ingest", "sentences": "split"}
+
+
+def embed_fingerprint(upstream: dict[str, str], config: EmbedConfig) -> str:
+    return fingerprint(STAGE, EMBED_CODE_VERSION, config.key(), [upstream["fingerprint"]])
+
+
+def embed_stage(
+    upstream: dict[str, str], config: EmbedConfig, root: str | Path, logger: logging.Logger | None = None
+) -> tuple[dict[str, str], bool]:
+    """The task body, callable without Prefect: (the output's reference, whether it was complete already)."""
+    logger = logger or logging.getLogger(__name__)
+    if upstream["stage"] != INPUT_STAGE[config.unit]:
+        raise ValueError(f"embed {config.unit}: needs a {INPUT_STAGE[config.unit]} output, got {upstream['path']}")
+    out = StageOutput.open(root, STAGE, embed_fingerprint(upstream, config), log=logger)
+    if out.complete:
+        return out.ref, True
+    upstream_dir, upstream_manifest = ref_dir(out.root, upstream), ref_manifest(out.root, upstream)
+    shards = finished_shards(upstream_dir)
+    hashes = input_hashes(upstream_manifest, upstream_dir, shards)
+    config_key = fingerprint(STAGE, EMBED_CODE_VERSION, config.key())
+    linked = link_reusable(out.dir, hashes, reusable_shards(out.root, STAGE, config_key))
+    logger.info(
+        "embed: %d %s shards (%d already embedded from the same bytes by this model) with %s -> %s",
+        len(shards),
+        config.unit,
+        linked,
+        config.model_path,
+        out.dir,
+    )
+    total = upstream_manifest["rows"].get(config.unit)
+    done = sum_shard_stats(out.dir).get(config.unit, 0)  # linked, or finished by a killed run
+    with Progress("embed", total, logger, unit=config.unit, done=done, heartbeat=True) as progress:
+        map_shards(embed_shard, shards, out.dir, config, workers=1, on_progress=progress.update)
+    stats = sum_shard_stats(out.dir)
+    progress.close(embeddings=stats.get("embeddings", 0))
+    ref = out.finish(
+        code_version=EMBED_CODE_VERSION,
+        config={**config.key(), "model_path": config.model_path},
+        inputs={config.unit: upstream["path"], "model": config.model_path},
+        upstream=[upstream],
+        tables={TABLES[config.unit]: "part-*.parquet"},
+        rows={config.unit: stats.get(config.unit, 0), "embeddings": stats.get("embeddings", 0)},
+        drops={k: v for k, v in stats.items() if k not in (config.unit, "embeddings")},
+        extra={
+            "config_key": config_key,
+            "shard_inputs": hashes,
+            "shard_work": {"computed": len(shards) - linked, "linked": linked},
+            "embedded_now": stats.get(config.unit, 0) - done,  # texts through the model in this run
+        },
+    )
+    return ref, False
+
+
+@task(name="embed", **STAGE_TASK)
+def embed(upstream: dict[str, str], config: EmbedConfig, root: str) -> dict[str, Any]:
+    """Embed every shard no earlier output embedded from the same bytes with the same model; reuse a complete
+    output as is (a `Cached` state)."""
+    ref, cached = embed_stage(upstream, config, root, current_logger(__name__))
+    if cached:
+        from prefect.states import Completed
+
+        return Completed(data=ref, name="Cached", message=f"reused {ref['path']}")
+    return ref
+
+
+@task(name="embed-index", **STAGE_TASK)
+def embed_index(embeddings: dict[str, str], root: str, exact_max: int = EXACT_MAX) -> dict[str, str] | None:
+    """The HNSW index of an embeddings output above `exact_max` rows (built once, a stage output of its own);
+    None at or below it, where search is exact."""
+    base = data_root(root)
+    rows = ref_manifest(base, embeddings)["rows"].get("embeddings", 0)
+    if rows <= exact_max:
+        return None
+    vectors = read_vectors(sorted(ref_dir(base, embeddings).glob("part-*.parquet")))
+    path = build_index_output(base, embeddings, vectors, HnswConfig(), current_logger(__name__))
+    return stage_ref(INDEX_STAGE, path.parent.name)
