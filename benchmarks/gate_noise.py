@@ -86,8 +86,10 @@ def main() -> None:
         csv.writer(f, delimiter="\t").writerows(
             [["id", "title", "tag"], *([r["id"], r["title"], r["tag"]] for r in rows)]
         )
-    train_part, suite, counts = split_corpus(corpus, HoldoutConfig(share=args.share), root)
-    kw = mine_keywords(input_path=str(train_part), text_field="title", title_field="", k=10, root=str(root))
+    split = split_corpus(corpus, HoldoutConfig(share=args.share, text_field="title", title_field=""), root)
+    suite, counts = split.stackoverflow, split.counts
+    # the split's training side is JSON Lines (`id`, `title`, `text`), as a night reads it
+    kw = mine_keywords(input_path=str(split.train), text_field="text", title_field="title", k=10, root=str(root))
     if args.init == "tiny":
         sys.path.insert(0, str(REPO / "tests"))
         from tiny_bert import tiny_bert

@@ -93,6 +93,7 @@ def check_evaluate(args: argparse.Namespace) -> None:
 
 
 def check_sts(args: argparse.Namespace) -> None:
+    from flows.parameters import missing_sts_default
     from tasks.ingest.checks import check_sts_options, require_path
     from tasks.sts.data import check_holdout
     from tasks.sts.families import parse_family
@@ -108,6 +109,10 @@ def check_sts(args: argparse.Namespace) -> None:
         check_holdout(args.holdout, "--holdout")
     if args.options:
         check_sts_options(json_option(args.options, "--options"))
+    for lang in args.lang:  # last: an option error is named even where the default files are missing
+        missing = missing_sts_default(lang, args.train, args.dev)
+        if missing:
+            raise FileNotFoundError(missing)
 
 
 def check_nightly(args: argparse.Namespace) -> None:
@@ -128,6 +133,23 @@ def check_serve(args: argparse.Namespace) -> None:
     if not os.environ.get("PREFECT_API_URL") and not running_server():
         # On an ephemeral server of its own, runs triggered from elsewhere would never be seen.
         raise ValueError("gur serve needs a running Prefect server: `gur server start` first (or set PREFECT_API_URL)")
+
+
+def check_embed(args: argparse.Namespace) -> None:
+    from storage.layout import data_root
+    from tasks.embed.model_choice import choose_model
+
+    choose_model(data_root(args.root), args.model)  # a missing or non-encoder folder, or no default: one line
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size {args.batch_size}: give 1 or more")
+
+
+def check_search(args: argparse.Namespace) -> None:
+    from tasks.embed.search import check_query
+
+    args.query = check_query(args.query)  # an empty query: one line, before anything loads
+    if args.k < 1:
+        raise ValueError(f"--k {args.k}: give 1 or more results")
 
 
 def train_flags(args: argparse.Namespace) -> dict[str, Any]:

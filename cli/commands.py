@@ -143,8 +143,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from flows.evaluate import evaluate
-    from flows.parameters import EvaluateParams
+    from flows.parameters import EvaluateParams, evaluation_sets
     from storage.layout import data_root
     from tasks.runtime.parameters import params_from
 
@@ -162,6 +161,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         del params["stackoverflow"]  # not given: the flow's default
     else:
         params["stackoverflow"] = absolute(args.stackoverflow)
+    sets, notes = evaluation_sets(EvaluateParams(**params))  # before Prefect: the notes, or no set left
+    for note in notes:
+        print(f"gur: {note}")
+    params.update(stackoverflow=sets.stackoverflow, stsb=sets.stsb)  # the flow skips nothing a second time
+
+    from flows.evaluate import evaluate  # imports Prefect: after the notes and a no-set error
+
     start_prefect()
     result = evaluate(**params)
     print(Path(result["report"]).read_text(encoding="utf-8"))
@@ -312,4 +318,67 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
     current, restored = roll_back(data_root(args.root))
     print(f"champion is #{restored['number']} again: {restored['export']} (was #{current['number']})")
+    return 0
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from cli.runtime import stop_on_sigterm, use_running_server
+
+    use_running_server()  # before Prefect is imported, as gur_cli does for the other flow commands
+    stop_on_sigterm()
+    from flows.embed import embed_flow
+    from storage.layout import data_root
+    from storage.stage_output import ref_dir
+
+    start_prefect()
+    result = embed_flow(
+        model=args.model if args.model in (None, "minilm") else str(Path(args.model).resolve()),
+        documents=args.documents,
+        unit="sentences" if args.sentences else "documents",
+        batch_size=args.batch_size,
+        root=args.root,
+    )
+    root = data_root(args.root)
+    print(f"\n{result['note']}")
+    print(f"  model   {result['model']} ({result['why']})")
+    print(f"  output  {ref_dir(root, result['embeddings'])}")
+    if not args.sentences:
+        query = "SELECT doc_id, title, len(embedding) AS dim, model FROM embeddings JOIN documents USING (doc_id)"
+        print(f'\n$ gur sql "{query}"')
+        print(run_sql(root, query, 3))
+        print('\nSearch it: gur search "your query"   (or gur search-page)')
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    import json
+
+    from storage.layout import data_root
+    from tasks.embed.search import run_search
+
+    result = run_search(data_root(args.root), args.query, model=args.model, k=args.k, mode=args.mode)
+    if args.json:
+        print(json.dumps({**result, "hits": [h.as_dict() for h in result["hits"]]}, ensure_ascii=False))
+        return 0
+    dense = f"{result['index']} search over {result['embeddings']} ({result['model']})"
+    what = {"dense": dense, "bm25": f"BM25 over {result['documents']}", "hybrid": f"RRF of BM25 and {dense}"}
+    print(what[result["mode"]])
+    rows = [(h.rank, h.doc_id, h.title or "", h.snippet, f"{h.score:.4f}") for h in result["hits"]]
+    print(format_table(["rank", "doc_id", "title", "snippet", "score"], rows, max_width=70))
+    return 0
+
+
+def cmd_search_page(args: argparse.Namespace) -> int:
+    from storage.layout import data_root
+    from tasks.embed.page import SearchPage, make_server
+
+    page = SearchPage.open(data_root(args.root), k=args.k)
+    server = make_server(page, args.port)
+    host, port = server.server_address[:2]
+    columns = ", ".join(label for label, *_ in page.columns)
+    print(f"search page: http://{host}:{port}/  ({columns}; Ctrl-C stops it)", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
     return 0

@@ -9,9 +9,11 @@ from collections.abc import Callable
 
 from cli.checks import (
     check_build_pairs,
+    check_embed,
     check_evaluate,
     check_mine_keywords,
     check_nightly,
+    check_search,
     check_serve,
     check_sts,
     check_train,
@@ -20,12 +22,15 @@ from cli.commands import (
     cmd_build_pairs,
     cmd_catalog,
     cmd_demo,
+    cmd_embed,
     cmd_evaluate,
     cmd_mine_keywords,
     cmd_models,
     cmd_nightly,
     cmd_promote,
     cmd_rollback,
+    cmd_search,
+    cmd_search_page,
     cmd_serve,
     cmd_server,
     cmd_sql,
@@ -33,6 +38,7 @@ from cli.commands import (
     cmd_train,
     cmd_verify,
 )
+from cli.retention import parse_du, parse_gc
 
 Add = Callable[..., argparse.ArgumentParser]  # `subcommand` with the parser's subparsers bound
 
@@ -241,14 +247,18 @@ def parse_evaluate(add: Add) -> None:
     ev = add(
         "evaluate",
         help="evaluate models and baselines on retrieval, question retrieval, STS, zero-shot",
-        description="Evaluate model folders and baselines (bm25, minilm, untrained, glove, word2vec). A dataset "
-        "whose file is missing is reported as not run. Results: the metrics table, report.md and charts.",
+        description="Evaluate model folders and baselines (bm25, minilm, untrained, glove, word2vec). A default "
+        "file that is not on this machine (the shared data: $GUR_SHARED_DATA, else ../shared/data beside the "
+        "repository) is skipped with a note; a given file that is missing is reported as not run. Results: the "
+        "metrics table, report.md and charts.",
     )
     add_options(ev, EvaluateParams)
     ev.set_defaults(func=cmd_evaluate, check=check_evaluate)
 
 
 def parse_sts(add: Add) -> None:
+    from flows.parameters import stsb_file
+
     st = add(
         "sts",
         help="supervised STS-B: the survey's model families (word vectors to LLMs) trained and scored",
@@ -261,8 +271,13 @@ def parse_sts(add: Add) -> None:
     )
     st.add_argument("families", nargs="*", help="families to run (default: the preset's table)")
     st.add_argument("--lang", nargs="+", default=["en"], choices=["en", "zh"], help="languages (default: en)")
-    st.add_argument("--train", default=None, help="training CSV (default: ../shared/data/stsb/stsb-LANG-train.csv)")
-    st.add_argument("--dev", default=None, help="dev CSV (default: ../shared/data/stsb/stsb-LANG-dev.csv)")
+    for split, what in (("train", "training"), ("dev", "dev")):
+        st.add_argument(
+            f"--{split}",
+            default=None,
+            help=f"{what} CSV (default: {stsb_file('LANG', split)}; when that file is absent, gur sts stops "
+            f"before any work: pass --{split} FILE)",
+        )
     st.add_argument("--test", default=None, help="test CSV, scored too when given (default: none)")
     st.add_argument(
         "--preset",
@@ -393,7 +408,64 @@ def parse_server(add: Add) -> None:
     server.set_defaults(func=cmd_server)
 
 
+def parse_embed(add: Add) -> None:
+    embed = add(
+        "embed",
+        help="embed the documents with a model (default: the champion) -> the `embeddings` view",
+        description="Run the embed flow: each document's title and text (cut to the model's max length) as an "
+        "L2-normalised vector, cached per ingest unit and model, so a new file embeds only its documents and a "
+        "new model everything once. The output becomes the catalog's `embeddings` view (doc_id, embedding, "
+        "model), which joins `documents` on doc_id; `gur search` reads it. Details: docs/search.md.",
+    )
+    embed.add_argument(
+        "model",
+        nargs="?",
+        default=None,
+        help="minilm or a model folder (default: the champion, else the newest train export)",
+    )
+    embed.add_argument("--documents", default=None, help="an ingest fingerprint (default: the catalog's documents)")
+    embed.add_argument(
+        "--sentences",
+        action="store_true",
+        help="embed the build's sentences instead (table sentence_embeddings, which gur search does not read)",
+    )
+    embed.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
+    embed.set_defaults(func=cmd_embed, check=check_embed)
+
+
+def parse_search(add: Add) -> None:
+    """`search` and `search-page`."""
+    search = add(
+        "search",
+        help='search the embedded documents: gur search "how to sort a dict"',
+        description="Rank the documents for a query: dense (the `embeddings` view's model, or --model's "
+        "embeddings; exact search up to 200,000 vectors, an HNSW index above), --bm25 (bm25s over title + text) "
+        "or --hybrid (reciprocal rank fusion of both). Prints rank, doc_id, title, a snippet and the score.",
+    )
+    search.add_argument("query", help="the query text")
+    search.add_argument(
+        "--model", default=None, help="search this model's embeddings (default: the `embeddings` view's model)"
+    )
+    search.add_argument("--k", type=int, default=10, help="results")
+    mode = search.add_mutually_exclusive_group()
+    mode.add_argument("--bm25", action="store_const", dest="mode", const="bm25", help="BM25 only")
+    mode.add_argument("--hybrid", action="store_const", dest="mode", const="hybrid", help="dense and BM25 fused (RRF)")
+    search.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    search.set_defaults(func=cmd_search, check=check_search, mode="dense")
+    page = add(
+        "search-page",
+        help="serve a local search page on 127.0.0.1: champion, its start model and BM25 side by side",
+        description="Serve a page with a query box and three result lists side by side: the embeddings in use "
+        "(the champion), the model it was trained from (embedded once if needed) and BM25. Bound to 127.0.0.1 "
+        "only; Ctrl-C stops it.",
+    )
+    page.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any free one)")
+    page.add_argument("--k", type=int, default=10, help="results per list")
+    page.set_defaults(func=cmd_search_page)
+
+
 COMMANDS = (
     parse_demo, parse_build_pairs, parse_mine_keywords, parse_train, parse_evaluate, parse_sts, parse_sql,
-    parse_catalog, parse_verify, parse_serve, parse_nightly, parse_champion, parse_server,
+    parse_catalog, parse_verify, parse_gc, parse_du, parse_serve, parse_nightly, parse_champion, parse_server,
+    parse_embed, parse_search,
 )  # fmt: skip

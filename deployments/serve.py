@@ -8,6 +8,7 @@ With `prefect server start` running and `PREFECT_API_URL` pointing at it:
     prefect deployment run evaluate/evaluate -p 'models=["minilm","bm25"]'
     prefect deployment run build-pairs/build-pairs -p dask=tcp://scheduler:8786   # or -p dask=local -p workers=4
     prefect deployment run sts/sts -p 'families=["glove","lstm"]'
+    prefect deployment run embed/embed -p model=minilm          # default: the champion
 Flow runs execute in this process's environment (its working directory and `GUR_HOME`).
 `nightly-retrain/nightly-retrain` runs on a cron schedule (default 02:00 UTC; `gur serve --cron
 --timezone`, or `--no-schedules`); `GUR_NIGHTLY_CRON` / `GUR_NIGHTLY_TZ` set it for this module.
@@ -37,6 +38,7 @@ DEPLOYMENTS = (
     "evaluate/evaluate",
     "nightly-retrain/nightly-retrain",
     "sts/sts",
+    "embed/embed",
 )
 
 
@@ -90,6 +92,7 @@ def build_deployments(
     from prefect.schedules import Cron
 
     from flows.build_pairs import build_pairs
+    from flows.embed import embed_flow
     from flows.evaluate import evaluate
     from flows.mine_keywords import mine_keywords
     from flows.nightly_retrain import nightly_retrain
@@ -126,6 +129,11 @@ def build_deployments(
         ),
         sts.to_deployment(
             name="sts", description="supervised STS-B: the survey's model families", schedules=on(DEPLOYMENTS[5])
+        ),
+        embed_flow.to_deployment(
+            name="embed",
+            description="documents x a model (default: the champion) -> embeddings",
+            schedules=on(DEPLOYMENTS[6]),
         ),
     ]
 

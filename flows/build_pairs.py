@@ -11,6 +11,7 @@ from prefect import flow
 
 from flows.parameters import BuildPairsParams
 from flows.shuffle_pairs import shuffle_on_dask
+from storage.builds_lock import holds_root
 from storage.layout import data_root
 from tasks.evaluate.data import DemoRetrievalConfig
 from tasks.ingest.documents import IngestConfig
@@ -37,6 +38,7 @@ class StageConfigs(NamedTuple):
 
 
 @flow(name="build-pairs", log_prints=True)
+@holds_root  # a gc never runs meanwhile (storage/builds_lock.py)
 @takes(BuildPairsParams)  # the signature: every parameter with its default, one config field each
 def build_pairs(**params: Any) -> dict[str, dict[str, str]]:
     """Build training shards from a corpus (default: the bundled Wikipedia sample).

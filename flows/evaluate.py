@@ -7,7 +7,8 @@ from typing import Any
 
 from prefect import flow
 
-from flows.parameters import EvaluateParams
+from flows.parameters import EvaluateParams, evaluation_sets
+from storage.builds_lock import holds_root
 from storage.layout import data_root
 from tasks.evaluate.models import BASELINES, model_fingerprint
 from tasks.evaluate.scoring import QuestionRetrievalConfig, RetrievalConfig, ZeroShotConfig
@@ -19,7 +20,6 @@ from tasks.runtime.parameters import takes
 from tasks.runtime.stage_cache import run_stage
 
 REPO = Path(__file__).resolve().parents[1]
-STSB = ("../shared/data/stsb/stsb-en-dev.csv", "../shared/data/stsb/stsb-zh-dev.csv")
 
 
 def _path(path: str) -> str:
@@ -38,27 +38,29 @@ def _model(spec: str) -> str:
 
 
 @flow(name="evaluate", log_prints=True)
+@holds_root  # a gc never runs meanwhile (storage/builds_lock.py)
 @takes(EvaluateParams)  # the signature: every parameter with its default
 def evaluate(**params: Any) -> dict:
     """Evaluate model folders and baselines (default: all five baselines) on the configured sets.
 
-    `stsb=None` takes the en and zh dev files; `[]` or `stackoverflow=""` skips a set. A file
-    that does not exist is reported as not run. `limit` > 0 keeps the first rows of each file and
+    `stsb=None` takes the en and zh dev files; `[]` or `stackoverflow=""` skips a set. A default file
+    this machine lacks (the shared data's) is skipped with a printed note; a given file that does not
+    exist is reported as not run. `limit` > 0 keeps the first rows of each file and
     `demo_max_articles` > 0 the first articles of the demo corpus: smoke tests, not benchmarks.
     `dask`: `"local"` (a cluster of `workers` processes) or a scheduler address evaluates the units
     (model x dataset) as mapped tasks there; the rows are the same.
     """
-    p = EvaluateParams(**params)
+    p, notes = evaluation_sets(EvaluateParams(**params))  # no set left: an error before any work
+    for note in notes:
+        print(note)
     base = data_root(p.root)
     specs = []
     if p.stackoverflow:
         specs.append(DatasetSpec("stackoverflow", _path(p.stackoverflow), limit=p.limit))
-    specs += [DatasetSpec("stsb", _path(f), limit=p.limit) for f in (STSB if p.stsb is None else p.stsb)]
+    specs += [DatasetSpec("stsb", _path(f), limit=p.limit) for f in p.stsb]
     specs += [DatasetSpec("lee")] if p.lee else []
     specs += [DatasetSpec("demo", limit=p.demo_max_articles)] if p.demo_retrieval else []
     specs += [DatasetSpec("beir", _path(f)) for f in p.beir or []]
-    if not specs:
-        raise ValueError("no evaluation set selected: give --stackoverflow, --stsb, --beir, or keep Lee-50 / demo")
     names = p.models if p.models is not None else list(BASELINES)
     for name in names:  # fail before any work on a model string that names nothing
         model_fingerprint(_model(name))

@@ -8,6 +8,7 @@ from typing import Any
 from prefect import flow
 
 from flows.parameters import UNITS, MineKeywordsParams, keywords_config
+from storage.builds_lock import holds_root
 from storage.layout import data_root
 from tasks.ingest.documents import IngestConfig
 from tasks.ingest.readers import ReaderConfig, default_corpus
@@ -22,6 +23,7 @@ from tasks.split.task import split
 
 
 @flow(name="mine-keywords", log_prints=True)
+@holds_root  # a gc never runs meanwhile (storage/builds_lock.py)
 @takes(MineKeywordsParams)  # the signature: every parameter with its default, one config field each
 def mine_keywords(**params: Any) -> dict[str, str]:
     """GSDMM topics and keyword sequences.

@@ -1,9 +1,10 @@
 """The `nightly-retrain` flow: data -> candidate -> candidate vs champion -> gate -> maybe a new champion.
 
 One run, configured by `nightly.toml` (tasks/nightly/config.py):
-1. the gate's suite: a seeded hash-based held-out share of the corpus's labelled rows (or a suite
-   the user names); the data stages then run on the rest of the corpus: `mine-keywords` for TFCSG,
-   `build-pairs` for GUR (cache hits when no file changed);
+1. the gate's suite: a seeded hash-based held-out share of the corpus's records, read by ingest's readers
+   (labelled: question retrieval; unlabeled: retrieval among held-out documents), or a suite the user
+   names; the data stages then run on the rest of the corpus: `mine-keywords` for TFCSG, `build-pairs`
+   for GUR (cache hits when no file changed);
 2. nothing new: the data and the training settings are those the champion was trained with -> a
    `nothing-new` row and the run ends;
 3. `train` a candidate, warm-started from the champion (the configured init on the first night);
@@ -23,11 +24,13 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from prefect import flow
 
+from flows.embed import night_embeddings
 from storage.layout import data_root
 from storage.stage_output import ref_dir
 from tasks.nightly.champion import read_champion, record_decision, root_lock, set_champion
@@ -140,10 +143,29 @@ def train_candidate(
     return ref, str(ref_dir(base, ref) / "export"), reference
 
 
+def retention(cfg: NightlyConfig, base: Path, pending: dict[str, str]) -> dict[str, Any]:
+    """The night's gc (`[retention]`, tasks/retention/): the decision row's `gc` and `gc_freed_bytes`. It waits
+    up to 10 minutes for other builds on the root, then skips (the next night or `gur gc` catches up)."""
+    if not cfg.retention.apply:
+        return {"gc": "off ([retention] apply = false)"}
+    from storage.builds_lock import RootBusy, builds_lock
+    from tasks.retention.collect import collect_locked, summary
+
+    try:
+        with builds_lock(base, exclusive=True, wait_s=600, what="the night skipped its gc"):
+            result = collect_locked(base, cfg.retention.config(), True, pending)
+    except RootBusy as exc:
+        return {"gc": f"skipped: {exc}"}
+    print(f"retention: {summary(result)}")
+    return {"gc": summary(result), "gc_freed_bytes": result.freed}
+
+
 def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     from flows.evaluate import evaluate
 
     started = time.time()
+    for note in cfg.notes:
+        print(note)
     cfg, suite = gate_suite(cfg, base)
     data = data_stages(cfg, base)
     night = night_data(base, data, started)
@@ -152,6 +174,8 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     if champion and champion.get("data") == data and champion.get("settings") == settings:
         reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
         row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name, **night}
+        row["embedded"] = night_embeddings(base, data, promoted=False)  # new files only: usually a cache hit
+        row.update(retention(cfg, base, {}))  # after embedding: the view's new output is what gc keeps
         record_decision(base, row)
         update_catalog(str(base), [data])
         publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, [], night=night))
@@ -162,16 +186,16 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     e = cfg.evaluate
     result = evaluate(
         models=[candidate, reference],
-        stackoverflow=suite,
+        stackoverflow=suite.stackoverflow,
         stsb=e.stsb,
-        lee=False,
+        lee=e.lee,
         demo_retrieval=False,
-        beir=e.beir,
+        beir=[*e.beir, *suite.beir],
         question_queries=e.question_queries,
         root=str(base),
     )
     metrics = metrics_by_model(base, result["metrics"])
-    g = cfg.gate
+    g = cfg.gate if cfg.gate.primary != "auto" else replace(cfg.gate, primary=suite.primary)
     decision, evidence, test = judge(base, result["units"], metrics, g, candidate, reference)
     verdict = "promoted" if decision.promote else "refused"
     who = f"champion #{champion['number']}" if champion else f"the initial model ({reference})"
@@ -185,6 +209,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         "champion_metrics": metrics.get(reference, {}),
         "flow_run": name,
         "primary_metric": g.primary,
+        "suite": suite.name,
         "suite_fingerprint": evidence["suite_fingerprint"],
         "overlap": evidence["overlap"],
         **test_columns(test),
@@ -202,6 +227,8 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
             "flow_run": name,
         }
         set_champion(base, pointer)
+    row["embedded"] = night_embeddings(base, data, promoted=decision.promote)  # the view switches after a promotion
+    row.update(retention(cfg, base, {candidate: verdict}))  # after embedding: the view's new output is kept
     record_decision(base, row)
     update_catalog(str(base), [data, ref, result["metrics"]])
     names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))

@@ -7,8 +7,10 @@ No Prefect import here: `gur --help` and the checks before a run read this modul
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
+from storage.shared_data import missing_default, shared_data
 from tasks.evaluate.data import DemoRetrievalConfig
 from tasks.evaluate.scoring import QuestionRetrievalConfig
 from tasks.evaluate.suite import DatasetSpec, SuiteConfig
@@ -23,7 +25,19 @@ from tasks.split.sentences import SplitConfig
 READER_OPTIONS = ("format", "text_field", "title_field", "id_field")  # what `gur demo` leaves to the dump
 UNITS = ("documents", "sentences")  # mine-keywords: rows to model
 WORKERS_OF_DASK = "workers of a local --dask cluster (default: all cores)"
-STACKOVERFLOW = "../shared/data/stackoverflow/train.tsv"  # relative: to the repository root
+
+
+def stsb_file(lang: str, split: str) -> str:
+    """STS-B's `split` file of `lang` in the shared data: `gur sts`' default input, `gur evaluate`'s dev sets."""
+    return str(shared_data("stsb", f"stsb-{lang}-{split}.csv").resolve())
+
+
+# Defaults in the shared data ($GUR_SHARED_DATA, else ../shared/data beside the repository): evaluate's sets,
+# skipped with a note where absent (`evaluation_sets`); sts' inputs, an error where absent (`missing_sts_default`).
+STACKOVERFLOW = str(shared_data("stackoverflow", "train.tsv").resolve())
+STSB_DEV = (stsb_file("en", "dev"), stsb_file("zh", "dev"))
+STACKOVERFLOW_SOURCE = "StackOverflow titles as a TSV with columns title and tag, github.com/jacoxu/StackOverflow"
+STSB_SOURCE = "github.com/PhilipMay/stsb-multi-mt, data/"
 
 
 @dataclass(frozen=True)
@@ -118,10 +132,13 @@ class EvaluateParams:
     )
     stackoverflow: str | None = param(
         STACKOVERFLOW,
-        f"titles TSV (default: {STACKOVERFLOW} next to the repository; '' skips)",
+        f"titles TSV (default: {STACKOVERFLOW}, skipped with a note if absent; '' skips)",
         cli={"default": None},  # not given: the flow's default
     )
-    stsb: list[str] | None = param(None, "STS-B CSV files (default: en and zh dev; none: skip)")
+    stsb: list[str] | None = param(
+        None,
+        "STS-B CSV files (default: en and zh dev of the shared data, each skipped with a note if absent; none: skip)",
+    )
     lee: bool = param(
         True,
         "skip the Lee-50 document similarity set",
@@ -142,3 +159,44 @@ class EvaluateParams:
     root: str | None = setting(RunOptions, "root", **NO_OPTION)
     dask: str = setting(RunOptions, "dask", **dask_option("the units (model x dataset)"))
     workers: int = setting(RunOptions, "workers", help=WORKERS_OF_DASK)
+
+
+def evaluation_sets(p: EvaluateParams) -> tuple[EvaluateParams, list[str]]:
+    """`p` without the default files this machine lacks, and a note for each: the StackOverflow titles and the
+    STS-B dev sets are optional, so an absent default is skipped (a given file that is absent is reported as
+    not run). No set left is an error, raised before any work, that names the skipped defaults."""
+    notes, skipped = [], []
+    stackoverflow, stsb = p.stackoverflow, p.stsb
+    if stackoverflow == STACKOVERFLOW and not Path(stackoverflow).is_file():
+        fix = f"skipped: to add it, pass --stackoverflow FILE (the {STACKOVERFLOW_SOURCE})"
+        notes.append(missing_default("--stackoverflow", Path(stackoverflow), fix))
+        skipped.append("--stackoverflow")
+        stackoverflow = ""
+    if stsb is None:
+        stsb = [f for f in STSB_DEV if Path(f).is_file()]
+        for f in STSB_DEV:
+            if f not in stsb:
+                fix = f"skipped: to add it, pass --stsb FILE.. ({Path(f).name} from {STSB_SOURCE})"
+                notes.append(missing_default("--stsb", Path(f), fix))
+        skipped += ["--stsb"] if len(stsb) < len(STSB_DEV) else []
+    p = replace(p, stackoverflow=stackoverflow, stsb=stsb)
+    if not (p.stackoverflow or p.stsb or p.lee or p.demo_retrieval or p.beir):
+        why = f" (the defaults of {' and '.join(skipped)} are not on this machine: {shared_data()})"
+        raise ValueError(
+            f"no evaluation set selected{why if skipped else ''}: give --stackoverflow, --stsb, --beir, "
+            "or keep Lee-50 / demo"
+        )
+    return p, notes
+
+
+def missing_sts_default(lang: str, train: str | None, dev: str | None) -> str | None:
+    """The one-line error for a default STS-B file of `lang` this machine lacks (None: all there). The files
+    are required inputs, so the line names the options to pass."""
+    left = [split for split, given in (("train", train), ("dev", dev)) if not given]
+    for split in left:
+        path = Path(stsb_file(lang, split))
+        if not path.is_file():
+            names = " and ".join(f"stsb-{lang}-{s}.csv" for s in left)
+            options = " ".join(f"--{s} FILE" for s in left)
+            return missing_default(f"--{split}", path, f"download {names} ({STSB_SOURCE}) and pass {options}")
+    return None

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from prefect import flow
 
+from flows.parameters import missing_sts_default, stsb_file
+from storage.builds_lock import holds_root
 from storage.layout import data_root
 from tasks.runtime.catalog import update_catalog
 from tasks.runtime.stage_cache import run_stage
@@ -14,7 +16,6 @@ from tasks.sts.families import CPU_TABLE, PAPER_TABLE, PRESETS, parse_family
 from tasks.sts.task import StsFiles, publish_sts, sts_report, sts_unit
 
 REPO = Path(__file__).resolve().parents[1]
-STSB = "../shared/data/stsb"
 
 
 def _path(path: str) -> str:
@@ -23,14 +24,17 @@ def _path(path: str) -> str:
 
 
 def sts_files(lang: str, train: str | None, dev: str | None, test: str | None, holdout: float = 0.0) -> StsFiles:
-    """Given files win; otherwise `../shared/data/stsb/stsb-<lang>-{train,dev}.csv` (no test: held back)."""
+    """Given files win; otherwise the shared data's `stsb/stsb-<lang>-{train,dev}.csv` (no test: held back),
+    an error naming the option when this machine lacks them."""
     if holdout:
         check_holdout(holdout)
-    default = f"{STSB}/stsb-{lang}-{{}}.csv"
+    missing = missing_sts_default(lang, train, dev)
+    if missing:
+        raise FileNotFoundError(missing)
     files = StsFiles(
         lang,
-        _path(train or default.format("train")),
-        _path(dev or default.format("dev")),
+        _path(train or stsb_file(lang, "train")),
+        _path(dev or stsb_file(lang, "dev")),
         _path(test or ""),
         float(holdout or 0.0),
     )
@@ -41,6 +45,7 @@ def sts_files(lang: str, train: str | None, dev: str | None, test: str | None, h
 
 
 @flow(name="sts", log_prints=True)
+@holds_root  # a gc never runs meanwhile (storage/builds_lock.py)
 def sts(
     families: list[str] | None = None,
     langs: list[str] | None = None,

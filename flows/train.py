@@ -8,6 +8,7 @@ from typing import Any
 from prefect import flow
 
 from models.training.presets import METHODS, OBJECTIVES
+from storage.builds_lock import holds_root
 from storage.layout import data_root
 from storage.stage_output import latest_ref, ref_complete
 from tasks.runtime.artifacts import publish_train_artifacts
@@ -73,6 +74,7 @@ def resolve_config(
 
 
 @flow(name="train", log_prints=True)
+@holds_root  # a gc never runs meanwhile (storage/builds_lock.py)
 def train_flow(
     shards: dict[str, str] | None = None,
     root: str | None = None,

@@ -61,6 +61,9 @@ IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")  # schema, table and column names spli
 GLOB = re.compile(r"[A-Za-z0-9_\-.*?/]+")  # a manifest's table pattern, relative to its stage folder
 # Tables whose files gain columns over time (one file per row): read by column name, older files give NULL.
 BY_NAME_TABLES = ("promotions",)
+# Tables that follow a pointer file (`{"path": "<stage>/<fingerprint>"}`) instead of the newest output writing them:
+# `embeddings` is the output `gur embed` or a night made current (tasks/embed/outputs.py), switched by one rename.
+POINTED = {"embeddings": "embed/active.json"}
 METRICS_KEY = ("model", "dataset", "task", "metric", "k")
 MANIFEST_COLUMNS = {  # the `manifests` view: one row per stage output of a build; nested fields stay JSON
     "stage": "VARCHAR",
@@ -336,6 +339,10 @@ def plan_catalog(root: Path, current: list[Path] = (), previous: dict[str, str] 
     for table, glob in latest_tables(root, current).items():
         if table not in BUILD_TABLES + KEYWORD_TABLES + UNION_TABLES + RUN_TABLES:
             main[table] = [glob]
+    for table, pointer in POINTED.items():
+        pointed = _pointed(root, pointer, manifests).get(table)
+        if pointed is not None:
+            main[table] = [pointed]
     for table in UNION_TABLES:
         globs = [g for folder, m in manifests.items() for t, g in _globs(folder, m).items() if t == table]
         if globs:
@@ -359,6 +366,15 @@ def plan_catalog(root: Path, current: list[Path] = (), previous: dict[str, str] 
             # A keywords run lends its documents to `main` only while there is no build-pairs run.
             main.update({t: g for t, g in chosen.tables.items() if t in names or t not in main})
     return CatalogPlan(builds=builds, main=dict(sorted(main.items())), main_builds=shown, file_columns=file_columns)
+
+
+def _pointed(root: Path, pointer: str, manifests: dict[Path, dict]) -> dict[str, Path]:
+    """The tables of the complete output a pointer file names ({} when there is none, or it is not complete)."""
+    try:
+        folder = root / json.loads((root / pointer).read_text(encoding="utf-8"))["path"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return _globs(folder, manifests[folder]) if folder in manifests else {}
 
 
 def _files_exist(globs: list[Path]) -> bool:

@@ -52,7 +52,7 @@ def ref_manifest(root: Path, ref: dict[str, str]) -> dict[str, Any]:
 LATEST_HINTS = {
     "shuffle": " (run `gur demo` or `gur build-pairs CORPUS` first)",
     "keywords": " (run `gur mine-keywords QUESTIONS --text-field FIELD` first, e.g. "
-    "`gur mine-keywords ../shared/data/stackoverflow/train.tsv --text-field title --title-field ''`)",
+    "`gur mine-keywords questions.tsv --text-field title --title-field ''`)",
 }
 
 
@@ -117,6 +117,11 @@ class StageOutput:
         if invalid.exists():
             marked = json.loads(invalid.read_text(encoding="utf-8"))
             problems, manifest = marked.get("problems", ["marked invalid"]), marked.get("manifest")
+        elif manifest is not None and manifest.get("pruned"):  # gur gc deleted its weights: never reuse it
+            deleted = ", ".join(manifest["pruned"]["deleted"])
+            log.info("%s: output %s had its %s deleted by gur gc; rebuilding it", stage, folder, deleted)
+            shutil.rmtree(folder)
+            return out
         if manifest is not None and not problems:
             log.info("%s: reusing complete output %s", stage, folder)
             out.complete = True

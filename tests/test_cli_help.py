@@ -60,9 +60,13 @@ def test_demo_offers_no_reader_options():
 
 @pytest.mark.parametrize("name", commands())
 def test_root_before_or_after_the_command(name):
-    required = {"build-pairs": ["corpus.jsonl"], "sql": ["SELECT 1"], "promote": ["export"], "server": ["status"]}.get(
-        name, []
-    )
+    required = {
+        "build-pairs": ["corpus.jsonl"],
+        "sql": ["SELECT 1"],
+        "promote": ["export"],
+        "server": ["status"],
+        "search": ["a query"],
+    }.get(name, [])
     parse = build_parser().parse_args
     assert parse([name, *required]).root is None
     assert parse(["--root", "before", name, *required]).root == "before"

@@ -165,7 +165,8 @@ def test_a_corrupt_file_is_one_reject_naming_it_and_the_others_are_read(tmp_path
     folder = tmp_path / "corpus"
     folder.mkdir()
     (folder / "good.jsonl").write_bytes(jsonl_bytes(docs(3, 1)))
-    (folder / "truncated.jsonl.gz").write_bytes(gzip.compress(jsonl_bytes(docs(50, 2)))[:200])
+    whole = gzip.compress(jsonl_bytes(docs(50, 2)))
+    (folder / "truncated.jsonl.gz").write_bytes(whole[: len(whole) // 2])
     (folder / "not-gzip.txt.gz").write_bytes(b"\x1f\x8bthis is not a gzip stream")
     out, manifest = ingest_folder(folder, tmp_path / "root")
     rejects = table(out, "rejects").to_pylist()
@@ -173,3 +174,7 @@ def test_a_corrupt_file_is_one_reject_naming_it_and_the_others_are_read(tmp_path
     assert set(unreadable) == {"truncated.jsonl.gz", "not-gzip.txt.gz"}
     assert all(name in r["detail"] for name, r in unreadable.items())
     assert table(out).num_rows >= 3 and manifest["records"] == table(out).num_rows + len(rejects)
+    # the reject is where reading stopped: the line after the last record read from the truncated file
+    read = [loc for loc in table(out).column("location").to_pylist() if loc.startswith("truncated.jsonl.gz:")]
+    assert read and unreadable["truncated.jsonl.gz"]["location"] == f"truncated.jsonl.gz:{len(read) + 1}"
+    assert unreadable["not-gzip.txt.gz"]["location"] == "not-gzip.txt.gz:1"

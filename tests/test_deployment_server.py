@@ -16,6 +16,8 @@ import duckdb
 import pytest
 
 from tests.conftest import REPO, fresh_prefect_home
+from tests.tiny_bert import tiny_bert
+from tests.wiki_docs import wiki_documents, write_jsonl
 
 BIN = Path(sys.executable).parent
 
@@ -131,7 +133,59 @@ def test_deployment_run_through_a_real_server(tmp_path, migrated_prefect_db):
         ).fetchall()
         con.close()
         assert p_at_1 == [(1.0,)]  # each question's nearest other question shares its tag
+        served_nights_on_an_unlabeled_folder(tmp_path, env, logs)
     finally:
         if serve is not None:
             stop(serve)
         stop(server)
+
+
+def served_nights_on_an_unlabeled_folder(tmp_path: Path, env: dict, logs: Path) -> None:
+    """`nightly-retrain` on a folder of JSONL documents without labels: the gate scores the label-free suite cut
+    from held-out documents; the next night, with one new file, splits only that file."""
+    docs = wiki_documents(100)
+    folder = tmp_path / "unlabeled"
+    folder.mkdir()
+    write_jsonl(folder / "day1.jsonl", docs[:80])
+    model = tiny_bert(tmp_path / "tiny-bert", [f"{d['title']} {d['text']}" for d in docs])
+    config = tmp_path / "nightly.toml"
+    options = "{eval_every = 0, threads = 1, lr = 1e-3, ckpt_every = 100, interpolate = 1.0}"
+    config.write_text(
+        f'[corpus]\npath = "{folder}"\n[train]\nmethod = "tfcsg"\ninit_from = "{model}"\npreset = "cpu"\n'
+        f"steps = 10\noptions = {options}\n[keywords]\nk = 5\n[evaluate]\nholdout = 0.3\nstsb = []\n"
+        "[gate]\nguards = {}\n",
+        encoding="utf-8",
+    )
+
+    def night() -> list[tuple]:
+        run = subprocess.run(
+            [str(BIN / "prefect"), "deployment", "run", "nightly-retrain/nightly-retrain", "--watch"]
+            + ["--watch-timeout", "400", "-p", f"config_path={config}"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=450,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr + (logs / "serve.log").read_text()[-5000:]
+        con = duckdb.connect(str(tmp_path / "data" / "catalog.duckdb"), read_only=True)
+        rows = con.execute(
+            "SELECT decision, suite, primary_metric, overlap, queries, files_new FROM promotions ORDER BY created_at"
+        ).fetchall()
+        con.close()
+        return rows
+
+    (first,) = night()
+    assert first[0] in ("promoted", "refused") and first[1:4] == (
+        "label-free: heldout-title, heldout-ict",
+        "heldout-title/retrieval/mrr@10",
+        0,
+    )
+    assert first[4] >= 10  # title queries of held-out documents, each paired between candidate and start
+    mirror = next((tmp_path / "data" / "holdout").glob("*/train/day1.jsonl.jsonl"))
+    before = {p: p.stat().st_mtime_ns for p in mirror.parents[1].rglob("day1.jsonl.jsonl")}
+    write_jsonl(folder / "day2.jsonl", docs[80:])
+    second = night()[-1]
+    assert second[1] == "label-free: heldout-title, heldout-ict" and second[5] == 1
+    assert {p: p.stat().st_mtime_ns for p in before} == before  # the first file was not split again
+    assert (mirror.parent / "day2.jsonl.jsonl").exists()

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_bert import tiny_bert, titles, write_titles  # noqa: E402
+from tiny_bert import tiny_bert, titles  # noqa: E402
 
 from tasks.nightly.champion import (  # noqa: E402
     Decision,
@@ -134,11 +134,16 @@ def test_a_failed_night_writes_a_failed_row(tmp_path):
     from flows.nightly_retrain import nightly_steps
 
     path = tmp_path / "nightly.toml"
-    path.write_text('[corpus]\npath = "missing"\n[gate]\nguards = {}\n[evaluate]\nstsb = []\n')
-    with pytest.raises(ValueError, match="held-out suite"):
+    (tmp_path / "questions").mkdir()  # short texts without labels: no suite can be cut from them
+    (tmp_path / "questions" / "q.tsv").write_text("id\ttitle\n" + "".join(f"{i}\tquestion {i}\n" for i in range(50)))
+    path.write_text(
+        '[corpus]\npath = "questions"\ntext_field = "title"\ntitle_field = ""\n[gate]\nguards = {}\n'
+        "[evaluate]\nstsb = []\n"
+    )
+    with pytest.raises(ValueError, match="Name a small labelled suite in \\[evaluate\\] stackoverflow: a TSV"):
         nightly_steps(load_nightly_config(path), tmp_path / "data", "night-1")
     (row,) = pq.read_table(tmp_path / "data" / "models" / "promotions").to_pylist()
-    assert row["decision"] == "failed" and row["flow_run"] == "night-1" and "held-out suite" in row["error"]
+    assert row["decision"] == "failed" and row["flow_run"] == "night-1" and "no labels ('tag')" in row["error"]
 
 
 def test_lock_refuses_a_second_holder_and_frees_on_exit(tmp_path):
@@ -169,13 +174,35 @@ def test_config_errors_name_the_file_and_key(tmp_path):
     assert cfg.evaluate.holdout == 0.2 and not cfg.evaluate.stackoverflow  # a held-out share, not a training file
     assert cfg.evaluate.stsb[0].endswith("stsb-en-train.csv")  # dev is reported, never chosen on
     assert cfg.gate.guards == {"stsb-en-train/sts/spearman": 0.01} and cfg.gate.confidence == 0.95
-    assert cfg.gate.primary == "stackoverflow-holdout/question_retrieval/precision@1"
+    assert cfg.gate.primary == "auto" and not cfg.notes  # the suite's own metric, chosen each night
+    (tmp_path / "dev.csv").write_text("a cat,a cat,5.0\n")  # a named guard set must exist (checked at load)
     path.write_text(
         '[corpus]\npath = "docs"\n[evaluate]\nstsb = ["dev.csv"]\nstackoverflow = "q.tsv"\n[gate]\n'
         'primary = "stackoverflow-q/question_retrieval/precision@1"\nguards = {"dev/sts/spearman" = 0.02}\n'
     )
     cfg = load_nightly_config(path)
     assert cfg.corpus.path == str(tmp_path / "docs") and cfg.evaluate.stsb == [str(tmp_path / "dev.csv")]
+
+
+def test_without_the_sts_b_file_the_default_guard_is_lee_50_and_a_named_missing_file_is_one_clear_error(
+    tmp_path, monkeypatch
+):
+    """A user's machine has no ../shared: the default guard must not refuse every night."""
+    monkeypatch.setenv("GUR_SHARED_DATA", str(tmp_path / "no-shared-data"))
+    path = tmp_path / "nightly.toml"
+    path.write_text('[corpus]\npath = "docs"\n')
+    cfg = load_nightly_config(path)
+    assert cfg.evaluate.stsb == [] and cfg.evaluate.lee and cfg.gate.guards == {"lee-50/sts/spearman": 0.02}
+    assert len(cfg.notes) == 1 and "stsb-en-train.csv is not on this machine" in cfg.notes[0]
+    path.write_text('[corpus]\npath = "docs"\n[evaluate]\nstsb = ["stsb-en-train.csv"]\n')
+    with pytest.raises(ValueError, match=r"\[evaluate\] stsb names .*stsb-en-train.csv, which is not on this machine"):
+        load_nightly_config(path)
+    path.write_text('[corpus]\npath = "docs"\n[gate]\nguards = {"stsb-en-train/sts/spearman" = 0.01}\n')
+    with pytest.raises(ValueError, match=r"\[gate\] guards name stsb-en-train, whose default file .* is not on"):
+        load_nightly_config(path)
+    path.write_text('[corpus]\npath = "docs"\n[gate]\nguards = {}\n')  # the guard off: no STS set scored
+    cfg = load_nightly_config(path)
+    assert cfg.evaluate.stsb == [] and not cfg.evaluate.lee and not cfg.notes
 
 
 def test_a_changed_preset_is_something_new_to_train(tmp_path, monkeypatch):
@@ -237,9 +264,30 @@ guards = {{}}
 def nightly(tmp_path_factory):
     base = tmp_path_factory.mktemp("nightly")
     rows = titles(600)
-    _, labelled = write_titles(base, rows)
     model = tiny_bert(base / "tiny-bert", [r["title"] for r in rows])
-    return {"base": base, "corpus": labelled, "model": model, "root": base / "data"}
+    return {"base": base, "corpus": mixed_folder(base / "corpus", rows), "model": model, "root": base / "data"}
+
+
+def mixed_folder(folder: Path, rows: list[dict]) -> Path:
+    """The labelled titles in four files: .tsv, .tsv.gz, .jsonl.bz2 and .parquet, each with `tag` (the
+    night's held-out split reads every one as ingest does)."""
+    import bz2
+    import gzip
+
+    import pyarrow as pa
+
+    folder.mkdir()
+    quarter = len(rows) // 4
+    parts = [rows[i * quarter : (i + 1) * quarter] for i in range(3)] + [rows[3 * quarter :]]
+    tsv = lambda part: "id\ttitle\ttag\n" + "".join(f"{r['id']}\t{r['title']}\t{r['tag']}\n" for r in part)  # noqa: E731
+    (folder / "a.tsv").write_text(tsv(parts[0]), encoding="utf-8")
+    (folder / "b.tsv.gz").write_bytes(gzip.compress(tsv(parts[1]).encode(), mtime=0))
+    lines = "".join(json.dumps({k: r[k] for k in ("id", "title", "tag")}) + "\n" for r in parts[2])
+    (folder / "c.jsonl.bz2").write_bytes(bz2.compress(lines.encode()))
+    pq.write_table(
+        pa.Table.from_pylist([{k: r[k] for k in ("id", "title", "tag")} for r in parts[3]]), folder / "d.parquet"
+    )
+    return folder
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -62,6 +62,15 @@ class Record:
     title: str | None
     text: str
     coerced: tuple[str, ...] = ()  # fields turned into text on the way in (counted in the manifest)
+    label: str | None = None  # the label column's value, read only under a `LabelledReaderConfig`
+
+
+@dataclass(frozen=True)
+class LabelledReaderConfig(ReaderConfig):
+    """A `ReaderConfig` that also reads one label column into `Record.label` (the nightly held-out split).
+    A subclass, so that ingest's config, and every fingerprint made of it, never gains the field."""
+
+    label_field: str = "tag"
 
 
 @dataclass(frozen=True)
@@ -178,18 +187,28 @@ def read_folder(folder: Path, config: ReaderConfig) -> Iterator[Record | Reject]
 
 def read_member(file: CorpusFile, config: ReaderConfig) -> Iterator[Record | Reject]:
     """One file of a corpus folder as records and rejects; never raises `CorpusError`."""
-    location = f"{file.rel}:1"
     if file.hidden:
-        yield Reject(location, "hidden_file", "a dot-named file or folder is not read as a document")
+        yield Reject(f"{file.rel}:1", "hidden_file", "a dot-named file or folder is not read as a document")
         return
+    last = ""  # the location of the last item read: a file that breaks mid-way is rejected where it broke
     try:
-        yield from read_file(file.path, config, file_format(file.path, config.format), label=file.rel)
+        for item in read_file(file.path, config, file_format(file.path, config.format), label=file.rel):
+            last = item.location
+            yield item
     except CorpusError as exc:
         reason = "missing_field" if "no column" in str(exc) else "unreadable_file"
-        yield Reject(location, reason, str(exc).replace(str(file.path), file.rel))
+        yield Reject(stopped_at(file.rel, last), reason, str(exc).replace(str(file.path), file.rel))
     except (OSError, EOFError, ValueError) as exc:  # a truncated or corrupt compressed file, an unreadable one
         detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        yield Reject(location, "unreadable_file", f"{file.rel}: {detail}")
+        yield Reject(stopped_at(file.rel, last), "unreadable_file", f"{file.rel}: {detail}")
+
+
+def stopped_at(rel: str, last: str) -> str:
+    """Where reading stopped: the line (or row) after the last one read, `rel:1` when none was."""
+    found = re.search(r"(row )?(\d+)$", last)
+    if not found:
+        return f"{rel}:1"
+    return f"{rel}:{found.group(1) or ''}{int(found.group(2)) + 1}"
 
 
 # Compression is told by the first bytes, not the name: a gzip file named `.jsonl` is still read.
@@ -276,12 +295,14 @@ def _record_from_fields(location: str, obj: dict, config: ReaderConfig) -> Recor
     if isinstance(source_id, (list, dict)):
         source_id, coerced = json.dumps(source_id, ensure_ascii=False, sort_keys=True), [*coerced, "id_not_scalar"]
     source_id = None if source_id is None else str(source_id)
+    label = _field(obj, getattr(config, "label_field", ""))
+    label = None if label is None or isinstance(label, str) and not label.strip() else str(label).strip()
     for name, value in ((config.text_field, text), (config.title_field, title), (config.id_field, source_id)):
         # Undecodable bytes (CSV, read with surrogateescape) and lone surrogates (JSON "\ud800")
         # cannot be written as UTF-8: reject here rather than fail inside the Parquet writer.
         if value is not None and _has_surrogates(value):
             return Reject(location, "invalid_utf8", f"field {name!r} is not valid UTF-8")
-    return Record(location, source_id, title, text, tuple(coerced))
+    return Record(location, source_id, title, text, tuple(coerced), label)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -350,7 +371,8 @@ def read_parquet(
         raise CorpusError(f"{path}: not a readable Parquet file ({exc})") from exc
     if config.text_field not in pf.schema_arrow.names:
         raise CorpusError(f"{path}: no column {config.text_field!r} (columns: {', '.join(pf.schema_arrow.names)})")
-    columns = [c for c in (config.text_field, config.title_field, config.id_field) if c in pf.schema_arrow.names]
+    wanted = (config.text_field, config.title_field, config.id_field, getattr(config, "label_field", ""))
+    columns = [c for c in dict.fromkeys(wanted) if c and c in pf.schema_arrow.names]
     row = 0
     try:
         for batch in pf.iter_batches(batch_size=batch_rows, columns=columns):

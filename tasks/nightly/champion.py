@@ -69,6 +69,10 @@ PROMOTION_SCHEMA = pa.schema(
         ("documents_removed", pa.int64()),
         ("rejects_new", pa.int64()),
         ("recomputed", pa.string()),  # each stage: built (and what it computed or reused) or cached
+        ("suite", pa.string()),  # what the gate scored: stackoverflow-holdout, heldout-title, ..., or named: NAME
+        ("gc", pa.string()),  # the night's retention: what it deleted and freed, or why it did not run
+        ("gc_freed_bytes", pa.int64()),
+        ("embedded", pa.string()),  # the night's embed: re-embedded for a new champion, new files only, up to date
     ]
 )
 

@@ -21,23 +21,33 @@
     warm_start = false           # start GSDMM from the previous night's fit (KeywordsConfig.warm_start)
 
     [evaluate]                   # the suite both models are scored on; never text the candidate trained on
-    holdout = 0.2                # share of the corpus's labelled rows held out for the gate (0: off)
+    holdout = 0.2                # share of the corpus's records held out for the gate (0: off)
     holdout_seed = 0
     label_field = "tag"          # the corpus is labelled when every file has this column
     stackoverflow = ""           # or a question TSV with tags you name (then holdout is not used)
-    stsb = ["../shared/data/stsb/stsb-en-train.csv"]   # STS-B CSVs (the guard's; dev stays for reporting)
+    stsb = ["STS-B train CSV"]   # STS-B CSVs (the guard's; dev stays for reporting); default: the shared
+                                 # data's stsb-en-train.csv where the machine has it, else Lee-50 (below)
+    lee = false                  # score Lee-50 (ships with gensim): the guard when STS-B is not there
     beir = []                    # BEIR folders
     question_queries = 0
 
+    [retention]                  # gc at the end of each night (`gur gc`): what the night keeps
+    apply = true
+    keep_builds = 7              # newest builds of the corpus, and what they were made from
+    keep_champions = 5           # newest champions in the history (`gur rollback` needs them)
+    keep_refused = 1             # newest refused candidates whose weights stay (reused, not retrained)
+
     [gate]
-    primary = "stackoverflow-holdout/question_retrieval/precision@1"
+    primary = "auto"             # or a metric; auto: the suite's (labelled: P@1; label-free: MRR@10)
     margin = 0.0                 # the gain's whole interval must lie above this
     confidence = 0.95            # of the paired test: bootstrap interval and permutation p-value
-    guards = {"stsb-en-train/sts/spearman" = 0.01}   # metric -> allowed drop
+    guards = {"stsb-en-train/sts/spearman" = 0.01}   # metric -> allowed drop (lee-50/sts/spearman 0.02
+                                 # by default where the STS-B file is not on the machine)
 
-With `holdout`, the candidate trains on the corpus minus a seeded hash-based share of its labelled
-rows and the gate scores that share (tasks/nightly/holdout.py); a corpus without labels needs a
-suite named in `stackoverflow`. The gate refuses a suite that overlaps the candidate's training input.
+With `holdout`, the candidate trains on the corpus minus a seeded hash-based share of its records and
+the gate scores that share (tasks/nightly/holdout.py): a labelled corpus as question retrieval (P@1),
+an unlabeled one as retrieval among the held-out documents (title -> body, inverse cloze; MRR@10).
+The gate refuses a suite that overlaps the candidate's training input.
 The gate promotes only when the primary metric's gain over the champion, query by query, is larger
 than its noise (tasks/nightly/significance.py): the lower end of its bootstrap interval above the
 margin and the permutation p-value below 1 - confidence; and no guard drops more than allowed.
@@ -49,7 +59,7 @@ dataset, task, metric, k FROM metrics"`).
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +67,20 @@ from tasks.ingest.readers import ReaderConfig
 from tasks.keywords.filter import KeywordsConfig
 
 CONFIG_NAME = "nightly.toml"
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-DEFAULT_STSB = SHARED_DATA / "stsb" / "stsb-en-train.csv"  # the guard's set: STS-B dev is the reported one
 DEFAULT_GUARDS = {"stsb-en-train/sts/spearman": 0.01}
-SECTIONS = ("corpus", "train", "keywords", "evaluate", "gate")
+# Lee-50 (50 news documents, human pairwise similarity; gensim ships it) guards general similarity where
+# the STS-B file is not on the machine. Its 1,225 pairs are fewer than STS-B train's 5,749: a wider allowance.
+LEE_GUARDS = {"lee-50/sts/spearman": 0.02}
+
+
+def default_stsb() -> Path:
+    """The guard's set: STS-B train from the shared data (STS-B dev is the reported one)."""
+    from storage.shared_data import shared_data
+
+    return shared_data("stsb", "stsb-en-train.csv")
+
+
+SECTIONS = ("corpus", "train", "keywords", "evaluate", "gate", "retention")
 
 
 @dataclass(frozen=True)
@@ -95,17 +115,31 @@ class EvaluateSection:
     holdout_seed: int = 0
     label_field: str = "tag"
     stackoverflow: str = ""
-    stsb: list[str] = field(default_factory=lambda: [str(DEFAULT_STSB)])
+    stsb: list[str] = field(default_factory=lambda: [str(default_stsb())])
+    lee: bool = False
     beir: list[str] = field(default_factory=list)
     question_queries: int = 0
 
 
 @dataclass(frozen=True)
 class GateSection:
-    primary: str = "stackoverflow-holdout/question_retrieval/precision@1"
+    primary: str = "auto"  # the suite's own metric (tasks/nightly/holdout.py: Split.primary)
     margin: float = 0.0
     confidence: float = 0.95
     guards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_GUARDS))
+
+
+@dataclass(frozen=True)
+class RetentionSection:
+    apply: bool = True  # gc at the end of each night (tasks/retention/plan.py says what it keeps)
+    keep_builds: int = 7
+    keep_champions: int = 5
+    keep_refused: int = 1
+
+    def config(self):
+        from tasks.retention.plan import RetentionConfig
+
+        return RetentionConfig(self.keep_builds, self.keep_champions, self.keep_refused)
 
 
 @dataclass(frozen=True)
@@ -116,6 +150,8 @@ class NightlyConfig:
     keywords: KeywordsSection
     evaluate: EvaluateSection
     gate: GateSection
+    retention: RetentionSection = RetentionSection()
+    notes: tuple[str, ...] = ()  # what the loader chose for the user (a default that fell back), printed each night
 
 
 def _section(cls, data: dict, name: str, source: Path):
@@ -137,11 +173,42 @@ def _absolute(path: str, base: Path) -> str:
 def suite_labels(evaluate: EvaluateSection) -> list[str]:
     """The dataset names the suite's metrics carry (`dataset/task/metric[@k]`)."""
     from tasks.evaluate.suite import DatasetSpec
+    from tasks.nightly.holdout import ICT_TASK, LABELLED, TITLE_TASK
 
     question = [DatasetSpec("stackoverflow", evaluate.stackoverflow).label] if evaluate.stackoverflow else []
-    holdout = ["stackoverflow-holdout"] if evaluate.holdout and not evaluate.stackoverflow else []
-    sets = [DatasetSpec("stsb", p).label for p in evaluate.stsb]
+    holdout = [LABELLED, TITLE_TASK, ICT_TASK] if evaluate.holdout and not evaluate.stackoverflow else []
+    sets = [DatasetSpec("stsb", p).label for p in evaluate.stsb] + (["lee-50"] if evaluate.lee else [])
     return question + holdout + sets + [DatasetSpec("beir", p).label for p in evaluate.beir]
+
+
+def similarity_guard(
+    evaluate: EvaluateSection, gate: GateSection, given: dict, source: Path
+) -> tuple[EvaluateSection, GateSection, tuple[str, ...]]:
+    """The general-similarity guard that this machine can score. A default STS-B file that is not here
+    becomes the Lee-50 guard (one note, never a refusal every night); a file the user named that is not
+    here, or a guard on the missing default, is an error naming the key, the file and the fix."""
+    missing = [p for p in evaluate.stsb if not Path(p).is_file()]
+    if not missing:
+        return evaluate, gate, ()
+    fix = (
+        "download STS-B's public CSVs (stsb-en-train.csv: sentence1,sentence2,score without a header) to a path "
+        "and name it in [evaluate] stsb, or turn the STS guard off with stsb = [] and [gate] guards = {}"
+    )
+    if "stsb" in given.get("evaluate", {}):
+        raise ValueError(f"{source}: [evaluate] stsb names {missing[0]}, which is not on this machine: {fix}")
+    if "guards" in given.get("gate", {}):
+        if any(name.split("/", 1)[0] == "stsb-en-train" for name in gate.guards):
+            raise ValueError(
+                f"{source}: [gate] guards name stsb-en-train, whose default file {missing[0]} is not on this "
+                f"machine: {fix}"
+            )
+        return replace(evaluate, stsb=[]), gate, ()
+    note = (
+        f"{source}: the default STS guard's file {missing[0]} is not on this machine; guarding general "
+        f"similarity with Lee-50 (lee-50/sts/spearman, allowed drop {LEE_GUARDS['lee-50/sts/spearman']}) "
+        "instead. To guard with STS-B, name its train CSV in [evaluate] stsb"
+    )
+    return replace(evaluate, stsb=[], lee=True), replace(gate, guards=dict(LEE_GUARDS)), (note,)
 
 
 def load_nightly_config(path: str | Path) -> NightlyConfig:
@@ -183,8 +250,14 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
     gate = _section(GateSection, data.get("gate", {}), "gate", source)
     if not 0.5 <= gate.confidence < 1.0:
         raise ValueError(f"{source}: [gate] confidence must be in [0.5, 1), not {gate.confidence}")
+    evaluate, gate, notes = similarity_guard(evaluate, gate, data, source)
+    retention = _section(RetentionSection, data.get("retention", {}), "retention", source)
+    try:
+        retention.config()
+    except ValueError as exc:
+        raise ValueError(f"{source}: [retention] {exc}") from None
     suite = set(suite_labels(evaluate))
-    for name in (gate.primary, *gate.guards):
+    for name in ((gate.primary,) if gate.primary != "auto" else ()) + tuple(gate.guards):
         if name.split("/", 1)[0] not in suite:
             key = "primary" if name == gate.primary else "guards"
             raise ValueError(
@@ -198,4 +271,6 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
         keywords=_section(KeywordsSection, data.get("keywords", {}), "keywords", source),
         evaluate=evaluate,
         gate=gate,
+        retention=retention,
+        notes=notes,
     )

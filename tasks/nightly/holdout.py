@@ -1,54 +1,102 @@
-"""The nightly gate's own suite: a seeded, hash-based held-out share of the corpus's labelled rows.
+"""The nightly gate's own suite: a seeded, hash-based held-out share of the corpus's records.
 
-A row is held out when a hash of (seed, its normalized question text) falls below `share`: the
-same text is always on the same side, whatever file or night it arrives in, so no text the gate
-scores is ever trained on, and a growing corpus only adds rows to each side. The training side is
-the corpus minus the held-out rows, each file rewritten in its own format (a file whose rows are
-all kept is written unchanged in content, so the ingest of that content is reused); the gate
-side is one `holdout.tsv` (`id`, `title`, `tag`: what `load_stackoverflow` reads).
+Every file of the corpus is read by ingest's own readers (`tasks/ingest/readers.py: read_member`), in any
+format and compression that `build-pairs` reads, with the night's reader options. A record is held out
+when a hash of (seed, its normalized text) falls below `share`: the same text is always on the same side,
+whatever file or night it arrives in, so no text the gate scores is ever trained on, and a growing corpus
+only adds records to each side. A file no reader can open is one reject naming it, as in ingest.
 
-A corpus is labelled when every file is a `.tsv`, `.csv` or `.jsonl` file with the label column;
-otherwise `split_corpus` returns None and the user names a suite (`[evaluate] stackoverflow`).
+Which suite the held-out records make:
+- **labelled**: every file that has records has the label column (`[evaluate] label_field`, `tag`): the
+  held-out rows with a label are a question-retrieval suite, `holdout.tsv` (`id`, `title`, `tag`: what
+  `load_stackoverflow` reads), scored as `stackoverflow-holdout` (P@1);
+- **label-free**, otherwise: retrieval among the held-out documents, two BEIR folders scored as
+  `heldout-title` (a document's title -> its body) and `heldout-ict` (the inverse cloze task: one sentence
+  of a document -> the rest of it), recall@100 and MRR@10 with per-query values. `label_free_tasks` says
+  how each is cut. A corpus where neither has `MIN_QUERIES` queries (short texts without labels) gets a
+  clear error instead.
 
-The split is a mirror of the corpus kept up to date file by file, at one place per corpus and
-config: a night rewrites only the files that are new or changed (by content digest) and deletes
-those that left, so the training folder keeps its path from night to night (the ingest then
-reads only the new files and reports what changed since the last night, see
-`tasks/ingest/folder.py`).
+The split is a mirror of the corpus kept up to date file by file, at one place per corpus and config: a
+night reads only the files that are new or changed (by content digest) and deletes those that left, so
+the training folder keeps its path from night to night (the ingest then reads only the new files).
+The training side of a file is its kept records as JSON Lines (`id`, `title`, `text`): exactly the
+records ingest would have read, so the data stages read it with fixed field names (`training_corpus`).
 
-    <root>/holdout/<fingerprint>/train/<file>        the corpus without the held-out rows
-    <root>/holdout/<fingerprint>/parts/<file>.tsv    each file's held-out rows
-    <root>/holdout/<fingerprint>/holdout.tsv         all held-out rows with labels, in file order
-    <root>/holdout/<fingerprint>/_index.json         file -> content digest and counts (written last)
+    <root>/holdout/<fingerprint>/train/<file>.jsonl       each file's records that are not held out
+    <root>/holdout/<fingerprint>/parts/<file>.jsonl       each file's held-out records (with `label`)
+    <root>/holdout/<fingerprint>/rejects/<file>.jsonl     each file's records no reader could use
+    <root>/holdout/<fingerprint>/holdout.tsv              labelled: the held-out rows with labels
+    <root>/holdout/<fingerprint>/heldout-title/, heldout-ict/   label-free: the BEIR folders
+    <root>/holdout/<fingerprint>/_index.json              file -> content digest and counts (written last)
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-import io
 import json
-from dataclasses import dataclass, replace
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storage.fingerprint import fingerprint
 from storage.layout import TMP_DIR
 from tasks.evaluate.overlap import normalize
+from tasks.ingest.readers import CorpusFile, LabelledReaderConfig, ReaderConfig, Record, corpus_files, read_member
 from tasks.nightly.config import NightlyConfig
 
-HOLDOUT_CODE_VERSION = "holdout-v1"
+HOLDOUT_CODE_VERSION = "holdout-v2"  # v2: ingest's readers for every format; label-free suites
 HOLDOUT_FILE = "holdout.tsv"
 INDEX = "_index.json"
-DELIMITERS = {".tsv": "\t", ".csv": ","}
+LABELLED = "stackoverflow-holdout"
+TITLE_TASK, ICT_TASK = "heldout-title", "heldout-ict"
+MIN_QUERIES = 10  # fewer and the paired test has nothing to stand on
+ICT_MIN_WORDS = 4  # an ICT query sentence needs some content; shorter ones are used only when nothing else is
+TRAIN_FIELDS = ReaderConfig(text_field="text", title_field="title", id_field="id")  # how the mirror is read
 
 
 @dataclass(frozen=True)
 class HoldoutConfig:
-    share: float = 0.2  # of the labelled rows, scored by the gate and never trained on
+    share: float = 0.2  # of the records, scored by the gate and never trained on
     seed: int = 0
     label_field: str = "tag"
-    text_field: str = "title"  # the question text (what is hashed, and what the gate embeds)
+    text_field: str = "title"  # the record's text (what is hashed, and what a question suite embeds)
     id_field: str = "id"
+    title_field: str = ""
+    format: str = "auto"
+
+    def reader(self) -> LabelledReaderConfig:
+        return LabelledReaderConfig(
+            format=self.format,
+            text_field=self.text_field,
+            title_field=self.title_field,
+            id_field=self.id_field,
+            label_field=self.label_field,
+        )
+
+
+@dataclass(frozen=True)
+class Split:
+    """The training corpus (a folder or file of JSON Lines), the suite and what went where."""
+
+    train: Path
+    kind: str  # labelled | label-free
+    stackoverflow: str = ""  # labelled: the question TSV
+    beir: tuple[str, ...] = ()  # label-free: BEIR folders, the primary task's first
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def primary(self) -> str:
+        """The gate's metric when `[gate] primary = "auto"`."""
+        if self.kind == "labelled":
+            return f"{LABELLED}/question_retrieval/precision@1"
+        return f"{Path(self.beir[0]).name}/retrieval/mrr@10"
+
+    @property
+    def name(self) -> str:
+        """What the decision row's `suite` says: the kind, then the datasets scored."""
+        return f"{self.kind}: " + (LABELLED if self.kind == "labelled" else ", ".join(Path(p).name for p in self.beir))
 
 
 def held_out(text: str, share: float, seed: int) -> bool:
@@ -57,105 +105,250 @@ def held_out(text: str, share: float, seed: int) -> bool:
     return int.from_bytes(digest, "big") / 2**64 < share
 
 
-def corpus_files(path: Path) -> list[Path]:
-    return [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and p.name[0] != ".")
+def _members(corpus: Path) -> list[CorpusFile]:
+    return [CorpusFile(corpus, corpus.name, False)] if corpus.is_file() else corpus_files(corpus)
 
 
-def _rows(path: Path) -> tuple[list[str], list[dict]] | None:
-    """(columns, rows) of a labelled-corpus candidate file, or None when it is not a table we can split."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix in DELIMITERS:
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=DELIMITERS[path.suffix])
-        return list(reader.fieldnames or []), list(reader)
-    if path.suffix == ".jsonl":
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        return sorted({k for r in rows for k in r}), rows
-    return None
+def _row(record: Record) -> dict:
+    return {"id": record.source_id, "title": record.title, "text": record.text}
 
 
-def _write(path: Path, columns: list[str], rows: list[dict], tmp_dir: Path | None = None) -> None:
-    """Replace `path` atomically (the temporary in `tmp_dir`, outside the folder the ingest reads): a night
-    killed mid-write never leaves half a file, nor a stray temporary, in the training corpus."""
+@dataclass(frozen=True)
+class FileSplit:
+    train: list[dict]  # records to train on
+    held: list[dict]  # held-out records, with their `label`
+    rejects: list[dict]
+    labelled: bool  # some record of the file has a label
+
+
+def split_file(file: CorpusFile, config: HoldoutConfig) -> FileSplit:
+    """One file read as ingest reads it, split by `held_out`; never raises for a bad file (it is one
+    reject naming the file)."""
+    train, held, rejects, labelled = [], [], [], False
+    for item in read_member(file, config.reader()):
+        if not isinstance(item, Record):
+            rejects.append({"location": item.location, "reason": item.reason, "detail": item.detail})
+            continue
+        labelled = labelled or bool(item.label)
+        if held_out(item.text, config.share, config.seed):
+            held.append({**_row(item), "label": item.label})
+        else:
+            train.append(_row(item))
+    return FileSplit(train, held, rejects, labelled)
+
+
+def _write_jsonl(path: Path, rows: Iterable[dict], tmp_dir: Path) -> None:
+    """Replace `path` atomically (the temporary outside the folder the ingest reads): a night killed
+    mid-write never leaves half a file, nor a stray temporary, in the training corpus."""
     from storage.atomic import atomic_path
 
     with atomic_path(path, tmp_dir=tmp_dir) as tmp:
-        if path.suffix in DELIMITERS:
-            with open(tmp, "w", encoding="utf-8", newline="") as f:
-                writer = csv.DictWriter(f, columns, delimiter=DELIMITERS[path.suffix], lineterminator="\n")
-                writer.writeheader()
-                writer.writerows(rows)
-        else:
-            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
 
 
-def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> tuple[Path, Path, dict] | None:
-    """(training corpus, held-out TSV, counts) under `<root>/holdout/<fingerprint>/`, or None when the corpus is
-    not labelled. The folder is keyed by the corpus's path and the config; files whose bytes did not change
-    since the last call are not read again."""
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
+    """The split under `<root>/holdout/<fingerprint>/`, keyed by the corpus's path and the config; files whose
+    bytes did not change since the last call are not read again. Raises ValueError when the corpus is not
+    labelled and too small or too short for a label-free suite."""
     from storage.atomic import atomic_write_json
     from tasks.ingest.folder import file_digest
 
     corpus = Path(corpus).resolve()
-    files = {(p.name if corpus.is_file() else p.relative_to(corpus).as_posix()): p for p in corpus_files(corpus)}
+    if not corpus.exists():
+        raise FileNotFoundError(f"{corpus}: the corpus is not there")
+    files = {f.rel: f for f in _members(corpus)}
     folder = (
         Path(root)
         / "holdout"
         / fingerprint("holdout", HOLDOUT_CODE_VERSION, {"config": config, "corpus": str(corpus)})
     )
+    tmp = folder / TMP_DIR
     index_path = folder / INDEX
     index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.exists() else {}
-    digests = {rel: file_digest(path) for rel, path in files.items()}
-    changed = {rel for rel in files if (index.get(rel) or {}).get("digest") != digests[rel]}
-    tables = {rel: _rows(files[rel]) for rel in sorted(changed)}
-    if not files or any(t is None or config.label_field not in t[0] for t in tables.values()):
-        return None
-    for rel in sorted(changed):
-        columns, rows = tables[rel]
-        keep, gate = split_rows(rows, config)
-        _write(folder / "train" / rel, columns, keep, folder / TMP_DIR)
-        _write(folder / "parts" / f"{rel}.tsv", ["id", "title", "tag"], gate, folder / TMP_DIR)
-        index[rel] = {"digest": digests[rel], "train": len(keep), "holdout": len(gate)}
+    digests = {rel: file_digest(f.path) for rel, f in files.items()}
+    changed = sorted(rel for rel in files if (index.get(rel) or {}).get("digest") != digests[rel])
+    for rel in changed:
+        part = split_file(files[rel], config)
+        for name, rows in (("train", part.train), ("parts", part.held), ("rejects", part.rejects)):
+            path = folder / name / f"{rel}.jsonl"
+            if rows:
+                _write_jsonl(path, rows, tmp)
+            else:  # no empty files: an empty JSONL is no corpus file
+                path.unlink(missing_ok=True)
+        index[rel] = {
+            "digest": digests[rel],
+            "train": len(part.train),
+            "holdout": len(part.held),
+            "rejects": len(part.rejects),
+            "labelled": part.labelled,
+        }
     removed = sorted(set(index) - set(files))
-    for rel in removed:  # files that left the corpus
-        (folder / "train" / rel).unlink(missing_ok=True)
-        (folder / "parts" / f"{rel}.tsv").unlink(missing_ok=True)
+    for rel in removed:  # files that left the corpus leave both sides
+        for name in ("train", "parts", "rejects"):
+            (folder / name / f"{rel}.jsonl").unlink(missing_ok=True)
         del index[rel]
-    suite = folder / HOLDOUT_FILE
-    if changed or removed or not suite.exists():
-        gate_rows = [row for rel in sorted(index) for row in _rows(folder / "parts" / f"{rel}.tsv")[1]]
-        _write(suite, ["id", "title", "tag"], gate_rows, folder / TMP_DIR)
+    with_records = [v for v in index.values() if v["train"] or v["holdout"]]
+    kind = "labelled" if with_records and all(v["labelled"] for v in with_records) else "label-free"
+    counts = {key: sum(v[key] for v in index.values()) for key in ("train", "holdout", "rejects")}
+    counts["files_read"] = len(changed)
+    train_path = folder / "train" / f"{corpus.name}.jsonl" if corpus.is_file() else folder / "train"
+    built = json.loads((folder / "_suite.json").read_text()) if (folder / "_suite.json").exists() else None
+    if changed or removed or built is None or built.get("kind") != kind:
+        held = [row for rel in sorted(index) for row in _read_jsonl(folder / "parts" / f"{rel}.jsonl")]
+        built = write_suite(folder, kind, held, config)
+        atomic_write_json(folder / "_suite.json", built)
         atomic_write_json(index_path, index)
-    counts = {"train": sum(v["train"] for v in index.values()), "holdout": sum(v["holdout"] for v in index.values())}
-    train = folder / "train"
-    return (train / corpus.name if corpus.is_file() else train), suite, counts
-
-
-def split_rows(rows: list[dict], config: HoldoutConfig) -> tuple[list[dict], list[dict]]:
-    """(rows to train on, held-out rows as `id`, `title`, `tag`) of one file."""
-    keep, gate = [], []
-    for row in rows:
-        text, label = row.get(config.text_field) or "", row.get(config.label_field) or ""
-        if text and label and held_out(text, config.share, config.seed):
-            gate.append({"id": row.get(config.id_field, len(gate)), "title": text, "tag": label})
-        else:
-            keep.append(row)
-    return keep, gate
-
-
-def gate_suite(cfg: NightlyConfig, base: Path) -> tuple[NightlyConfig, str]:
-    """(the config the night trains with, the question suite the gate scores): with `holdout`, the corpus
-    minus its held-out labelled rows and those rows; else the corpus and the suite the user named."""
-    e = cfg.evaluate
-    if e.stackoverflow:
-        return cfg, e.stackoverflow
-    share = HoldoutConfig(e.holdout, e.holdout_seed, e.label_field, cfg.corpus.text_field, cfg.corpus.id_field)
-    split = split_corpus(Path(cfg.corpus.path), share, base)
-    if split is None:
+    (folder / "train").mkdir(parents=True, exist_ok=True)
+    counts.update(built["counts"])
+    if kind == "label-free" and not built["beir"]:
         raise ValueError(
-            f"{cfg.source}: the corpus {cfg.corpus.path} has no {e.label_field!r} column in every file, so no "
-            "held-out suite can be cut from it: name one in [evaluate] stackoverflow (text the candidate never "
-            "trains on)"
+            f"{corpus}: no labels ({config.label_field!r}) and too few held-out documents with a title and a body "
+            f"or with two sentences or more ({MIN_QUERIES} needed for either label-free task; "
+            f"{counts['title_queries']} and {counts['ict_queries']} found)"
         )
-    train, suite, counts = split
-    print(f"gate suite: {counts['holdout']} held-out labelled rows ({suite}); training on {counts['train']} rows")
-    return replace(cfg, corpus=replace(cfg.corpus, path=str(train))), str(suite)
+    return Split(train_path, kind, built["stackoverflow"], tuple(built["beir"]), counts)
+
+
+def write_suite(folder: Path, kind: str, held: list[dict], config: HoldoutConfig) -> dict:
+    """Write the suite the held-out records make; returns its description (`_suite.json`)."""
+    tmp = folder / TMP_DIR
+    (folder / HOLDOUT_FILE).unlink(missing_ok=True)
+    for name in (TITLE_TASK, ICT_TASK):
+        shutil.rmtree(folder / name, ignore_errors=True)
+    if kind == "labelled":
+        rows = [
+            {"id": r["id"] or str(i), "title": r["text"], "tag": r["label"]} for i, r in enumerate(held) if r["label"]
+        ]
+        _write_tsv(folder / HOLDOUT_FILE, rows, tmp)
+        return {
+            "kind": kind,
+            "stackoverflow": str(folder / HOLDOUT_FILE),
+            "beir": [],
+            "counts": {"questions": len(rows)},
+        }
+    tasks = label_free_tasks(held, config.seed)
+    beir = []
+    for name in (TITLE_TASK, ICT_TASK):
+        corpus, queries, qrels = tasks[name]
+        if len(queries) >= MIN_QUERIES:
+            write_beir(folder / name, corpus, queries, qrels, tmp)
+            beir.append(str(folder / name))
+    counts = {"title_queries": len(tasks[TITLE_TASK][1]), "ict_queries": len(tasks[ICT_TASK][1])}
+    return {"kind": kind, "stackoverflow": "", "beir": beir, "counts": counts}
+
+
+def _write_tsv(path: Path, rows: list[dict], tmp_dir: Path) -> None:
+    from storage.atomic import atomic_path
+
+    with atomic_path(path, tmp_dir=tmp_dir) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, ["id", "title", "tag"], delimiter="\t", lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+Task = tuple[list[dict], list[dict], list[tuple[str, str]]]  # corpus, queries, qrels (query id, doc id)
+
+
+def label_free_tasks(docs: list[dict], seed: int) -> dict[str, Task]:
+    """The two label-free retrieval tasks over held-out documents (`id`, `title`, `text`), in their order.
+
+    - title -> body: each distinct (normalized) title of a document with a body is a query; the documents
+      are the bodies alone (the title would give the answer away); every document with that title is
+      relevant.
+    - inverse cloze: for each document of two sentences or more, one sentence (seeded; of `ICT_MIN_WORDS`
+      words or more where the document has one) is the query, and that document without the sentence is the
+      one relevant target among all held-out documents (title and text, the query's sentence removed).
+    """
+    from tasks.split.sentences import split_sentences
+
+    doc_ids = [f"d{i}" for i in range(len(docs))]
+    body = [{"_id": d, "title": "", "text": doc["text"]} for d, doc in zip(doc_ids, docs, strict=True)]
+    by_title: dict[str, list[str]] = {}
+    first_title: dict[str, str] = {}
+    for d, doc in zip(doc_ids, docs, strict=True):
+        if doc.get("title") and doc["text"].strip():
+            key = normalize(doc["title"])
+            by_title.setdefault(key, []).append(d)
+            first_title.setdefault(key, doc["title"])
+    title_queries = [{"_id": f"q{i}", "text": first_title[key]} for i, key in enumerate(by_title)]
+    title_qrels = [(f"q{i}", d) for i, key in enumerate(by_title) for d in by_title[key]]
+
+    cloze, ict_queries, ict_qrels = [], [], []
+    for d, doc in zip(doc_ids, docs, strict=True):
+        sentences = split_sentences(doc["text"])
+        title = doc.get("title") or ""
+        if len(sentences) < 2:
+            cloze.append({"_id": d, "title": title, "text": doc["text"]})
+            continue
+        pick = pick_sentence(sentences, f"{seed}\x00{normalize(title)}\x00{normalize(doc['text'])}")
+        rest = " ".join(s for i, s in enumerate(sentences) if i != pick)
+        cloze.append({"_id": d, "title": title, "text": rest})
+        ict_queries.append({"_id": f"q{len(ict_queries)}", "text": sentences[pick]})
+        ict_qrels.append((ict_queries[-1]["_id"], d))
+    return {TITLE_TASK: (body, title_queries, title_qrels), ICT_TASK: (cloze, ict_queries, ict_qrels)}
+
+
+def pick_sentence(sentences: list[str], key: str) -> int:
+    """A seeded, content-keyed choice of the query sentence: the same document always gives the same one."""
+    long = [i for i, s in enumerate(sentences) if len(s.split()) >= ICT_MIN_WORDS] or list(range(len(sentences)))
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    return long[int.from_bytes(digest, "big") % len(long)]
+
+
+def write_beir(out: Path, corpus: list[dict], queries: list[dict], qrels: list[tuple[str, str]], tmp: Path) -> None:
+    """A BEIR-layout folder (`tasks/evaluate/data.py: load_beir` reads it; split `test`)."""
+    _write_jsonl(out / "corpus.jsonl", corpus, tmp)
+    _write_jsonl(out / "queries.jsonl", queries, tmp)
+    from storage.atomic import atomic_path
+
+    with atomic_path(out / "qrels" / "test.tsv", tmp_dir=tmp) as path:
+        lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t1" for q, d in qrels]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class GateSuite:
+    """What the gate scores: a question TSV (`stackoverflow`) or BEIR folders, and its primary metric."""
+
+    stackoverflow: str
+    beir: tuple[str, ...]
+    primary: str
+    name: str
+
+
+def training_corpus(cfg: NightlyConfig, train: Path) -> NightlyConfig:
+    """The night's config reading the split's training mirror (JSON Lines with fixed field names)."""
+    fields = {"path": str(train), "format": "auto", "text_field": "text", "title_field": "title", "id_field": "id"}
+    return replace(cfg, corpus=replace(cfg.corpus, **fields))
+
+
+def gate_suite(cfg: NightlyConfig, base: Path) -> tuple[NightlyConfig, GateSuite]:
+    """(the config the night trains with, the suite the gate scores): with `holdout`, the corpus minus its
+    held-out records and the suite those make; else the corpus and the question suite the user named."""
+    from tasks.evaluate.suite import DatasetSpec
+
+    e, c = cfg.evaluate, cfg.corpus
+    if e.stackoverflow:
+        label = DatasetSpec("stackoverflow", e.stackoverflow).label
+        return cfg, GateSuite(e.stackoverflow, (), f"{label}/question_retrieval/precision@1", f"named: {label}")
+    share = HoldoutConfig(e.holdout, e.holdout_seed, e.label_field, c.text_field, c.id_field, c.title_field, c.format)
+    try:
+        split = split_corpus(Path(c.path), share, base)
+    except ValueError as exc:
+        raise ValueError(
+            f"{cfg.source}: {exc}. Name a small labelled suite in [evaluate] stackoverflow: a TSV with a header "
+            "and the columns id, title (the question) and tag (its label), text the candidate never trains on"
+        ) from None
+    n = split.counts
+    print(
+        f"gate suite {split.name}, from {n['holdout']} held-out records; training on {n['train']}; "
+        f"{n['rejects']} rejects; {n['files_read']} file(s) read this night ({split.train.parent})"
+    )
+    return training_corpus(cfg, split.train), GateSuite(split.stackoverflow, split.beir, split.primary, split.name)

@@ -1,0 +1,176 @@
+"""Sixty nights on one data root: retention keeps it bounded, and a night's data stages cost the same.
+
+    .venv/bin/python benchmarks/nightly_soak.py [--nights 60] [--start 2000] [--per-night 20] [--workdir DIR]
+
+A corpus folder of real StackOverflow titles with their tags (from `../shared/data`), `--start` titles in
+one TSV, grows by `--per-night` titles a night (1%), each night's file in the next of five formats (JSONL,
+gzip JSONL, Parquet, TSV, bz2 CSV). Each night, in this process (Prefect up once): `build-pairs` on the
+folder (what a GUR night builds: the shuffle's full copy per night is what retention must bound), then
+`nightly-retrain` with a TFCSG candidate from a tiny random BERT (`--steps` steps: the night's every stage
+runs, in minutes not hours), the gate on the labelled held-out share, and `[retention]` at its defaults,
+applied at the end of the night.
+
+Per night: data-stage CPU s (this process, the held-out split, keywords and build-pairs), training CPU s
+(the trainer subprocess), the decision, the root's size (hard links once), what the night's gc freed, and
+the root's size had nothing been deleted (root + everything freed so far). At the end: a cold build of the
+final folder (one build-pairs, one night) in an empty root, `gur verify` over the soaked root, and the
+targets: root after the last night at most 2x the cold root; the last night's data CPU at most 1.25x
+night 10's; no failed night.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import csv
+import gzip
+import io
+import json
+import os
+import resource
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+os.environ.setdefault("DO_NOT_TRACK", "1")
+STACKOVERFLOW = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+FORMATS = ("jsonl", "jsonl.gz", "parquet", "tsv", "csv.bz2")
+
+
+def write_file(path: Path, rows: list[dict]) -> None:
+    """`rows` (id, title, tag) in the format the name says."""
+    if path.name.endswith(".parquet"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), path)
+        return
+    if ".jsonl" in path.name:
+        data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    else:
+        buffer = io.StringIO(newline="")
+        writer = csv.DictWriter(buffer, ["id", "title", "tag"], delimiter="\t" if ".tsv" in path.name else ",")
+        writer.writeheader()
+        writer.writerows(rows)
+        data = buffer.getvalue().encode()
+    path.write_bytes(
+        gzip.compress(data, mtime=0) if path.suffix == ".gz" else bz2.compress(data) if path.suffix == ".bz2" else data
+    )
+
+
+def config_text(corpus: Path, model: Path, steps: int) -> str:
+    options = "{eval_every = 0, threads = 1, lr = 1e-3, ckpt_every = 1000}"
+    return (
+        f'[corpus]\npath = "{corpus}"\ntext_field = "title"\ntitle_field = ""\n'
+        f'[train]\nmethod = "tfcsg"\ninit_from = "{model}"\npreset = "cpu"\nsteps = {steps}\noptions = {options}\n'
+        "[keywords]\nk = 20\n[evaluate]\nstsb = []\n[gate]\nguards = {}\n"
+    )
+
+
+def cpu() -> tuple[float, float]:
+    """(this process, its finished children) CPU seconds."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def night(corpus: Path, root: Path, config: Path) -> dict:
+    """One night: build-pairs on the folder, then nightly-retrain; CPU split between data stages and training."""
+    import flows.nightly_retrain as nightly
+    from flows.build_pairs import build_pairs
+
+    spent = {"data": 0.0, "train": 0.0}
+
+    def timed(kind, fn):
+        def run(*args, **kwargs):
+            (own, kids) = cpu()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                own2, kids2 = cpu()
+                spent[kind] += (own2 - own) + (kids2 - kids)
+
+        return run
+
+    real = (nightly.gate_suite, nightly.data_stages, nightly.train_candidate)
+    nightly.gate_suite, nightly.data_stages = timed("data", real[0]), timed("data", real[1])
+    nightly.train_candidate = timed("train", real[2])  # timing only: the same functions run
+    try:
+        timed("data", build_pairs)(
+            input_path=str(corpus), text_field="title", title_field="", root=str(root), workers=1
+        )
+        row = nightly.nightly_retrain(config_path=str(config), root=str(root))
+    finally:
+        nightly.gate_suite, nightly.data_stages, nightly.train_candidate = real
+    return {**spent, "decision": row["decision"], "freed": row.get("gc_freed_bytes") or 0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nights", type=int, default=60)
+    parser.add_argument("--start", type=int, default=2000)
+    parser.add_argument("--per-night", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--workdir", default="")
+    args = parser.parse_args()
+
+    from prefect.testing.utilities import prefect_test_harness
+    from tiny_bert import tiny_bert
+
+    from storage.stage_output import verify_outputs
+    from tasks.retention.sweep import size_of
+
+    with open(STACKOVERFLOW, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))[: args.start + args.nights * args.per_night]
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="gur-soak-"))
+    corpus, root = work / "corpus", work / "data"
+    corpus.mkdir(parents=True, exist_ok=True)
+    write_file(corpus / "start.tsv", rows[: args.start])
+    model = work / "tiny-bert"
+    if not model.exists():
+        tiny_bert(model, [r["title"] for r in rows])
+    config = work / "nightly.toml"
+    config.write_text(config_text(corpus, model, args.steps), encoding="utf-8")
+    table, freed_total, failed = [], 0, 0
+    print("| night | titles | data CPU s | train CPU s | decision | root MB | gc freed MB | without retention MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    with prefect_test_harness(server_startup_timeout=120):
+        for n in range(1, args.nights + 1):
+            start = args.start + (n - 1) * args.per_night
+            fmt = FORMATS[(n - 1) % len(FORMATS)]
+            write_file(corpus / f"night-{n:03d}.{fmt}", rows[start : start + args.per_night])
+            try:
+                result = night(corpus, root, config)
+            except Exception as exc:  # a failed night is a figure, not the end of the soak
+                failed += 1
+                result = {"data": 0.0, "train": 0.0, "decision": f"failed: {exc}"[:60], "freed": 0}
+            freed_total += result["freed"]
+            size = size_of([root])
+            table.append({"night": n, **result, "root": size, "without": size + freed_total})
+            print(
+                f"| {n} | {start + args.per_night} | {result['data']:.1f} | {result['train']:.1f} | "
+                f"{result['decision']} | {size / 1e6:.1f} | {result['freed'] / 1e6:.1f} | "
+                f"{(size + freed_total) / 1e6:.1f} |",
+                flush=True,
+            )
+        damaged = [r for r in verify_outputs(root) if r["status"] == "damaged"]
+        cold_root = work / "cold"
+        night(corpus, cold_root, config)
+        cold = size_of([cold_root])
+    last, tenth = table[-1], table[min(9, len(table) - 1)]
+    print(
+        f"\nroot after night {last['night']}: {last['root'] / 1e6:.1f} MB; a cold build of the same folder: "
+        f"{cold / 1e6:.1f} MB ({last['root'] / cold:.2f}x; target 2x); without retention "
+        f"{last['without'] / 1e6:.1f} MB"
+    )
+    print(
+        f"data-stage CPU, night {last['night']} / night {tenth['night']}: {last['data'] / tenth['data']:.2f}x "
+        "(target 1.25x)"
+    )
+    print(f"failed nights: {failed}; gur verify after the last night: {len(damaged)} damaged outputs")
+    (work / "soak.json").write_text(json.dumps({"nights": table, "cold": cold}, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""`gur gc` and `gur du`: one retention pass over a data root under its locks, and the report of what it holds.
+
+gc holds the nightly lock (no night, promote or rollback meanwhile) and the builds lock exclusively (no
+build, training or evaluation meanwhile: storage/builds_lock.py), then plans (tasks/retention/plan.py),
+deletes (tasks/retention/sweep.py) and rebuilds the catalog so no view points at a deleted file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.retention.plan import Plan, RetentionConfig, plan, scan
+from tasks.retention.sweep import apply, freed_by, size_of, targets
+
+
+@dataclass(frozen=True)
+class GcResult:
+    plan: Plan
+    freed: int  # bytes (what would be freed, on a dry run)
+    applied: bool
+    by_stage: dict[str, int]
+
+
+def collect(
+    root: Path, config: RetentionConfig, do_apply: bool, wait_s: float = 0.0, holder: str = "gur gc"
+) -> GcResult:
+    """One pass; a dry run (`do_apply` False) changes nothing but still waits for the locks (a consistent view)."""
+    from storage.builds_lock import builds_lock
+    from tasks.nightly.champion import root_lock
+
+    with root_lock(root, holder), builds_lock(root, exclusive=True, wait_s=wait_s, what="run gur gc after it"):
+        return collect_locked(root, config, do_apply)
+
+
+def collect_locked(
+    root: Path, config: RetentionConfig, do_apply: bool, pending: dict[str, str] | None = None
+) -> GcResult:
+    """`collect` for a caller that holds the locks itself (the end of a night: `pending` is its candidate)."""
+    from storage.catalog import refresh_catalog
+
+    the_plan = plan(root, config, pending)
+    by_stage = {stage: freed_by(paths) for stage, paths in targets(root, the_plan).items()}
+    if not do_apply:
+        return GcResult(the_plan, sum(by_stage.values()), False, by_stage)
+    freed = apply(root, the_plan)
+    if (root / "catalog.duckdb").exists() or the_plan.delete:
+        refresh_catalog(root)
+    return GcResult(the_plan, freed, True, by_stage)
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def gc_report(result: GcResult) -> str:
+    p = result.plan
+    verb = "freed" if result.applied else "would free"
+    lines = [f"{'stage':<14} {'delete':>7} {'prune':>6} {verb:>12}"]
+    stages = sorted({*(k.split("/")[0] for k in p.delete), *(k.split("/")[0] for k in p.prune), *result.by_stage})
+    for stage in stages:
+        deleted = sum(k.startswith(f"{stage}/") for k in p.delete)
+        pruned = sum(k.startswith(f"{stage}/") for k in p.prune)
+        lines.append(f"{stage:<14} {deleted:>7} {pruned:>6} {human(result.by_stage.get(stage, 0)):>12}")
+    lines.append(f"{'total':<14} {len(p.delete):>7} {len(p.prune):>6} {human(result.freed):>12}")
+    if not result.applied:
+        lines.append("a dry run: nothing was deleted (gur gc --apply deletes)")
+    return "\n".join(lines)
+
+
+def du_report(root: Path, config: RetentionConfig) -> str:
+    """Per stage: outputs, bytes, kept, what gc would free; then why each kept build or model is kept."""
+    the_plan = plan(root, config)
+    outputs = scan(root)
+    freeable = {stage: freed_by(paths) for stage, paths in targets(root, the_plan).items()}
+    stages = sorted({o.stage for o in outputs.values()} | ({"holdout"} if (root / "holdout").is_dir() else set()))
+    lines = [f"{root}: {human(size_of([root]))} in all (hard links counted once)", ""]
+    lines.append(f"{'stage':<14} {'outputs':>8} {'size':>10} {'kept':>6} {'gc frees':>10}")
+    for stage in stages:
+        folders = [o.dir for o in outputs.values() if o.stage == stage] or (
+            sorted((root / stage).iterdir()) if stage == "holdout" else []
+        )
+        kept = sum(k.startswith(f"{stage}/") for k in the_plan.keep)
+        size, frees = human(size_of(folders)), human(freeable.get(stage, 0))
+        lines.append(f"{stage:<14} {len(folders):>8} {size:>10} {kept:>6} {frees:>10}")
+    other = [p for p in (root / "models", root / "catalog.duckdb") if p.exists()]
+    lines.append(f"{'models, catalog':<14} {'':>8} {human(size_of(other)):>10}")
+    lines += ["", "kept, and why (builds, models and splits; their inputs are kept with them):"]
+    for path, why in sorted(the_plan.keep.items()):
+        if not why.startswith(("input of", "evaluation record")):
+            lines.append(f"  {path}: {why}")
+    return "\n".join(lines)
+
+
+def summary(result: GcResult) -> str:
+    """One line for a decision row."""
+    p = result.plan
+    return f"deleted {len(p.delete)} outputs, pruned {len(p.prune)} runs: {human(result.freed)} freed"

@@ -1,0 +1,230 @@
+"""What `gur gc` keeps, and why; what it deletes. A pure reading of the data root: nothing is changed here.
+
+Kept (each with its reason):
+- the newest `keep_builds` builds of each corpus (a `shuffle` or `keywords` output; the corpus is the path
+  its ingest read) and every output they were made from (upstream outputs, per-file ingest units);
+- the champion and the newest `keep_champions` entries of its history (so `gur rollback` keeps working),
+  and the outputs they were trained on and mixed from;
+- every training run the nightly never judged (your own `gur train` runs), and the newest `keep_refused`
+  refused candidates;
+- every output without a manifest (a run in progress, or one that resumes), every evaluation and STS
+  output (their metrics are the history), the held-out split a kept build reads;
+- the embeddings the catalog's view reads (`embed/active.json`) and the newest `keep_builds` embed
+  outputs and search indexes.
+Deleted:
+- whole data-stage outputs (ingest, split, pair, shuffle, keywords), embeddings and indexes, and
+  held-out splits no kept output depends on;
+- the weights (`export/`) and `checkpoints/` of refused candidates and of champions older than the window:
+  their manifests, metrics and `promotions` rows stay, so the history keeps its numbers;
+- `checkpoints/` of every finished run (they only serve resume).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storage.layout import MANIFEST
+
+DATA_STAGES = ("ingest-file", "ingest", "split", "pair", "shuffle", "keywords")
+DERIVED = ("embed", "embed-index")  # recomputable from kept outputs: the newest and the one in use stay
+HEADS = ("shuffle", "keywords")  # a build: what a flow run ends with
+NOT_STAGES = {"models", "holdout", "prefect-results", "_tmp"}  # top-level folders that hold no stage outputs
+TRASH = ".trash"
+WEIGHTS = ("export", "checkpoints", "tokenizer")  # what a pruned run loses
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    keep_builds: int = 7  # newest builds of each corpus
+    keep_champions: int = 5  # newest champions in the history (the current one is always kept)
+    keep_refused: int = 1  # newest refused candidates whose weights stay (a night with nothing new reuses it)
+
+    def __post_init__(self) -> None:
+        for name in ("keep_builds", "keep_champions", "keep_refused"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ValueError(f"{name} must be a whole number >= 0, not {getattr(self, name)!r}")
+        if self.keep_builds < 1:
+            raise ValueError("keep_builds must be >= 1: the newest build is what the next night reuses")
+
+
+@dataclass(frozen=True)
+class Output:
+    stage: str
+    fingerprint: str
+    dir: Path
+    manifest: dict[str, Any] | None  # None: incomplete (in progress, or resumable)
+
+    @property
+    def path(self) -> str:
+        return f"{self.stage}/{self.fingerprint}"
+
+
+@dataclass
+class Plan:
+    keep: dict[str, str] = field(default_factory=dict)  # output path -> why it is kept
+    delete: dict[str, str] = field(default_factory=dict)  # whole outputs (and held-out splits) -> why
+    prune: dict[str, tuple[str, ...]] = field(default_factory=dict)  # output path -> sub-folders to delete
+    prune_why: dict[str, str] = field(default_factory=dict)
+    trash: list[Path] = field(default_factory=list)  # leftovers of an interrupted gc
+
+
+def scan(root: Path) -> dict[str, Output]:
+    """Every stage output folder under the root, complete or not."""
+    outputs = {}
+    for stage_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        if stage_dir.name in NOT_STAGES or stage_dir.name.startswith("."):
+            continue
+        for folder in sorted(p for p in stage_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            path = folder / MANIFEST
+            manifest = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+            out = Output(stage_dir.name, folder.name, folder, manifest)
+            outputs[out.path] = out
+    return outputs
+
+
+def depends_on(out: Output) -> list[str]:
+    """The outputs an output was made from: its upstream references and, for a folder ingest, its per-file units."""
+    m = out.manifest or {}
+    found = [ref["path"] for ref in m.get("upstream") or [] if isinstance(ref, dict) and ref.get("path")]
+    found += [f"ingest-file/{f['unit']}" for f in m.get("corpus_files") or [] if f.get("unit")]
+    return found
+
+
+def corpus_of(path: str, outputs: dict[str, Output], seen: frozenset = frozenset()) -> str:
+    """The corpus a build read: its ingest's input path (or name), found through the upstream chain."""
+    out = outputs.get(path)
+    if out is None or path in seen:
+        return "?"
+    if out.stage == "ingest":
+        inputs = (out.manifest or {}).get("inputs") or {}
+        return str(inputs.get("path") or inputs.get("name") or "?")
+    for up in depends_on(out):
+        if up.startswith(("ingest/", "split/", "pair/")):
+            return corpus_of(up, outputs, seen | {path})
+    return "?"
+
+
+def train_dir_of(export: str, root: Path) -> str | None:
+    """`train/<fp>` of an export folder under this root, else None."""
+    path = Path(export)
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        return None
+    return f"{rel.parts[0]}/{rel.parts[1]}" if len(rel.parts) == 3 and rel.parts[0] == "train" else None
+
+
+def judged_candidates(root: Path) -> list[tuple[float, str, str]]:
+    """(time, decision, train output) of every candidate a night promoted or refused, oldest first."""
+    import pyarrow.parquet as pq
+
+    folder = root / "models" / "promotions"
+    rows = []
+    for part in sorted(folder.glob("part-*.parquet")):
+        for row in pq.read_table(part, columns=["created_at", "decision", "candidate"]).to_pylist():
+            train = train_dir_of(row["candidate"] or "", root)
+            if train and row["decision"] in ("promoted", "refused"):
+                rows.append((row["created_at"].timestamp(), row["decision"], train))
+    return sorted(rows)
+
+
+def champions(root: Path, keep: int) -> dict[str, str]:
+    """Train outputs of the champion and the newest `keep` history entries -> why they are kept."""
+    from tasks.nightly.champion import history, read_champion
+
+    kept: dict[str, str] = {}
+    current = read_champion(root)
+    if current and (train := train_dir_of(current.get("export", ""), root)):
+        kept[train] = f"the champion (#{current.get('number')})"
+    for entry in history(root)[::-1][:keep]:
+        if (train := train_dir_of(entry.get("export", ""), root)) and train not in kept:
+            kept[train] = f"champion history #{entry.get('number')} (rollback)"
+    return kept
+
+
+def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = None) -> Plan:
+    """`pending`: export -> decision of a candidate judged but not yet recorded (the night that runs gc)."""
+    root = Path(root)
+    outputs = scan(root)
+    result = Plan(trash=sorted((root / TRASH).iterdir()) if (root / TRASH).is_dir() else [])
+    roots: dict[str, str] = {}
+    # the newest builds of each corpus
+    by_corpus: dict[str, list[Output]] = {}
+    for out in outputs.values():
+        if out.stage in HEADS and out.manifest:
+            by_corpus.setdefault(f"{out.stage}:{corpus_of(out.path, outputs)}", []).append(out)
+    for key, builds in by_corpus.items():
+        builds.sort(key=lambda o: o.manifest.get("finished_at", 0), reverse=True)
+        for rank, out in enumerate(builds[: config.keep_builds], 1):
+            roots[out.path] = f"newest {out.stage} build #{rank} of {key.split(':', 1)[1]}"
+    # champions, runs the nightly never judged, the newest refused candidates
+    kept_champions = champions(root, config.keep_champions)
+    roots.update(kept_champions)
+    judged = judged_candidates(root)
+    for export, decision in (pending or {}).items():
+        if train := train_dir_of(export, root):
+            judged.append((float("inf"), decision, train))
+    judged_runs = {train for _, _, train in judged}
+    for train in list(judged_runs):  # a mixed candidate's unmixed run was judged with it
+        unmixed = ((outputs.get(train) or Output("", "", root, None)).manifest or {}).get("unmixed")
+        if unmixed:
+            judged_runs.add(unmixed["path"])
+    refused = [train for _, decision, train in judged if decision == "refused" and train not in kept_champions]
+    for train in list(dict.fromkeys(refused[::-1]))[: config.keep_refused]:
+        roots.setdefault(train, "a newest refused candidate (keep_refused)")
+    for stage in DERIVED:
+        newest = sorted(
+            (o for o in outputs.values() if o.stage == stage and o.manifest),
+            key=lambda o: o.manifest.get("finished_at", 0),
+            reverse=True,
+        )
+        for rank, out in enumerate(newest[: config.keep_builds], 1):
+            roots[out.path] = f"newest {stage} output #{rank}"
+    active = root / "embed" / "active.json"
+    if active.exists() and (path := json.loads(active.read_text(encoding="utf-8")).get("path")) in outputs:
+        roots[path] = "the embeddings the catalog's view reads (embed/active.json)"
+    for out in outputs.values():
+        if out.manifest is None:
+            roots[out.path] = "incomplete: a run in progress, or one that resumes"
+        elif out.stage == "train" and out.path not in judged_runs:
+            roots.setdefault(out.path, "a training run the nightly never judged")
+        elif out.stage not in (*DATA_STAGES, *DERIVED, "train"):
+            roots[out.path] = "evaluation record (metrics are history)"
+    # everything a kept output was made from
+    stack = list(roots)
+    result.keep = dict(roots)
+    while stack:
+        current = outputs.get(stack.pop())
+        if current is None:
+            continue
+        for up in depends_on(current):
+            if up not in result.keep and up in outputs:
+                result.keep[up] = f"input of {current.path}"
+                stack.append(up)
+    for out in outputs.values():
+        if out.path in result.keep:
+            if out.stage == "train" and out.manifest and (out.dir / "checkpoints").exists():
+                result.prune[out.path] = ("checkpoints",)
+                result.prune_why[out.path] = "a finished run's checkpoints (resume state only)"
+        elif out.stage == "train":
+            present = tuple(name for name in WEIGHTS if (out.dir / name).exists())
+            if present:
+                result.prune[out.path] = present
+                result.prune_why[out.path] = "weights of a refused candidate or of a champion past the window"
+        elif out.stage in (*DATA_STAGES, *DERIVED):
+            result.delete[out.path] = "no kept output depends on it"
+    # held-out splits: kept while a kept ingest reads their training side
+    read = {
+        str((o.manifest or {}).get("inputs", {}).get("path", ""))
+        for path, o in outputs.items()
+        if o.stage == "ingest" and path in result.keep
+    }
+    for split in sorted((root / "holdout").iterdir()) if (root / "holdout").is_dir() else []:
+        if any(r.startswith(str(split)) for r in read):
+            result.keep[f"holdout/{split.name}"] = "the held-out split a kept build reads"
+        else:
+            result.delete[f"holdout/{split.name}"] = "no kept build reads it"
+    return result

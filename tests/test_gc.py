@@ -1,0 +1,183 @@
+"""`gur gc`: what it keeps (the champion and its predecessors, the newest builds, runs in progress, what a
+running build holds), what it deletes (refused candidates' weights, finished checkpoints, old builds), and
+that the root verifies, rolls back and reads in the DuckDB CLI afterwards, also after a kill -9 mid-gc."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gur_cli import main as gur
+from storage.stage_output import StageOutput, ref_dir, verify_outputs
+from tasks.nightly.champion import read_champion, record_decision, set_champion
+from tasks.retention.collect import collect
+from tasks.retention.plan import RetentionConfig, plan
+from tests.conftest import REPO
+from tests.test_cli_crash_resume import slow_down
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+BIN = Path(sys.executable).parent
+
+
+def write_day(folder: Path, day: int) -> None:
+    docs = [
+        {
+            "title": f"Topic {day}-{i}",
+            "text": f"The river {day} runs past mill {i}. The river {day} runs past town {i}.",
+        }
+        for i in range(6)
+    ]
+    (folder / f"day{day}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+
+
+def train_output(root: Path, name: str, upstream: list[dict]) -> dict[str, str]:
+    """A finished training run's folder, as the train stage leaves it (export, checkpoints, metrics)."""
+    out = StageOutput.open(
+        root, "train", hashlib.blake2b(name.encode(), digest_size=8).hexdigest(), exclude=("checkpoints",)
+    )
+    (out.dir / "export").mkdir(parents=True)
+    (out.dir / "export" / "modules.json").write_text("[]", encoding="utf-8")
+    (out.dir / "export" / "model.safetensors").write_bytes(bytes(200_000))
+    (out.dir / "checkpoints" / "step-00010").mkdir(parents=True)
+    (out.dir / "checkpoints" / "step-00010" / "state.pt").write_bytes(bytes(300_000))
+    (out.dir / "summary.json").write_text(json.dumps({"name": name}), encoding="utf-8")
+    return out.finish(
+        code_version="test", config={"name": name}, inputs={}, upstream=upstream, tables={}, rows={}, drops={}
+    )
+
+
+@pytest.fixture
+def grown_root(tmp_path):
+    """Three nightly builds of a growing folder, champions #1 and #2, a refused candidate, a run of your own."""
+    from flows.build_pairs import build_pairs
+
+    corpus, root = tmp_path / "corpus", tmp_path / "data"
+    corpus.mkdir()
+    builds = []
+    for day in (1, 2, 3):
+        write_day(corpus, day)
+        builds.append(build_pairs(input_path=str(corpus), root=str(root), workers=1)["shards"])
+    runs = {name: train_output(root, name, [builds[-1]]) for name in ("first", "second", "refused", "mine")}
+    exports = {name: str(ref_dir(root, ref) / "export") for name, ref in runs.items()}
+    for name in ("first", "second"):
+        set_champion(root, {"export": exports[name], "train": runs[name]})
+        record_decision(root, {"decision": "promoted", "candidate": exports[name]})
+    record_decision(root, {"decision": "refused", "candidate": exports["refused"]})
+    (root / "train" / "0123456789abcdef").mkdir(parents=True)  # a run in progress: no manifest yet
+    (root / "train" / "0123456789abcdef" / "checkpoints").mkdir()
+    return {"root": root, "builds": builds, "runs": runs, "exports": exports, "corpus": corpus}
+
+
+def duckdb_reads_every_view(root: Path) -> list[str]:
+    """Every view of the catalog, read by the DuckDB CLI (a separate process, as a user opens it)."""
+    views = subprocess.run(
+        [str(BIN / "duckdb"), "-readonly", "-csv", "-noheader", str(root / "catalog.duckdb"), "-c",
+         "SELECT DISTINCT schema_name || '.' || view_name FROM duckdb_views() WHERE NOT internal"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    query = "".join(f"SELECT count(*) FROM {v};" for v in views)
+    read = subprocess.run(
+        [str(BIN / "duckdb"), "-readonly", str(root / "catalog.duckdb"), "-c", query], capture_output=True, text=True
+    )
+    assert read.returncode == 0 and "Error" not in read.stderr, read.stderr
+    return views
+
+
+def test_gc_keeps_what_can_be_needed_and_frees_the_rest(grown_root, capsys):
+    root, builds, exports = grown_root["root"], grown_root["builds"], grown_root["exports"]
+    config = RetentionConfig(keep_builds=2, keep_champions=5, keep_refused=0)
+    dry = collect(root, config, do_apply=False)
+    assert dry.freed > 500_000 and (Path(exports["refused"]) / "model.safetensors").exists()  # nothing deleted
+    assert gur(["--root", str(root), "gc"]) == 0 and "a dry run: nothing was deleted" in capsys.readouterr().out
+
+    result = collect(root, config, do_apply=True)
+    assert result.freed == dry.freed  # the dry run said what --apply frees
+    # kept: both champions' weights, your own run, the run in progress, the two newest builds and their inputs
+    for name in ("first", "second", "mine"):
+        assert (Path(exports[name]) / "model.safetensors").exists(), name
+        assert not (Path(exports[name]).parent / "checkpoints").exists()  # finished: resume state is gone
+    assert (root / "train" / "0123456789abcdef" / "checkpoints").exists()
+    for ref in builds[1:]:
+        assert (ref_dir(root, ref) / "_manifest.json").exists()
+    assert not ref_dir(root, builds[0]).exists()  # the oldest build: no kept output depends on it
+    # the refused candidate: weights gone, manifest and numbers kept, never reused as a cache hit
+    refused = Path(exports["refused"]).parent
+    assert not (refused / "export").exists() and (refused / "summary.json").exists()
+    assert json.loads((refused / "_manifest.json").read_text())["pruned"]["deleted"] == ["checkpoints", "export"]
+    assert all(row["status"] != "damaged" for row in verify_outputs(root))
+    assert "shards" in {v.split(".")[-1] for v in duckdb_reads_every_view(root)}
+    assert gur(["--root", str(root), "rollback"]) == 0 and read_champion(root)["export"] == exports["first"]
+    # a second gc finds nothing more to free, and a new build still reuses the kept per-file work
+    assert collect(root, config, do_apply=True).freed == 0
+    assert not (root / ".trash").exists()
+    assert not StageOutput.open(root, "train", refused.name).complete  # asked for again: trained again
+    assert not refused.exists()
+
+
+def test_champions_past_the_window_lose_their_weights_and_gc_du_report(grown_root, capsys):
+    root, exports = grown_root["root"], grown_root["exports"]
+    the_plan = plan(root, RetentionConfig(keep_builds=1, keep_champions=1, keep_refused=1))
+    assert the_plan.prune[exports["first"].removesuffix("/export").split(str(root) + "/")[1]] == (
+        "export",
+        "checkpoints",
+    )
+    assert "keep_refused" in the_plan.keep[exports["refused"].removesuffix("/export").split(str(root) + "/")[1]]
+    assert gur(["--root", str(root), "du", "--keep-builds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "the champion (#2)" in out and "newest shuffle build #1" in out and "gc frees" in out
+
+
+def test_gc_waits_for_a_running_build_and_a_build_waits_for_gc(grown_root, capsys):
+    """A build in another process holds the root shared: gc gives up (or waits) and deletes nothing."""
+    root = grown_root["root"]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from storage.builds_lock import builds_lock\n"
+         "with builds_lock(sys.argv[1]):\n    print('holding', flush=True); time.sleep(60)", str(root)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        listing = lambda: sorted(str(p) for p in root.rglob("*") if not p.name.endswith(".lock"))  # noqa: E731
+        before = listing()
+        assert gur(["--root", str(root), "gc", "--apply", "--wait", "0.5"]) == 1
+        assert "a build, training or evaluation holds the data root" in capsys.readouterr().err
+        assert listing() == before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert gur(["--root", str(root), "gc", "--apply"]) == 0
+
+
+@pytest.mark.slow
+def test_a_gc_killed_mid_way_is_finished_by_a_rerun_and_the_root_verifies(grown_root, tmp_path):
+    root = grown_root["root"]
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(slow_down("tasks.retention.sweep", "to_trash", 0.3), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    cmd = [sys.executable, "-m", "gur_cli", "--root", str(root), "gc", "--apply", "--keep-builds", "1"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (root / ".trash").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.4)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (root / ".trash").exists(), "the gc finished before the kill"
+    assert all(row["status"] != "damaged" for row in verify_outputs(root))  # consistent mid-way
+    assert gur(["--root", str(root), "gc", "--apply", "--keep-builds", "1"]) == 0
+    assert not (root / ".trash").exists() and all(row["status"] != "damaged" for row in verify_outputs(root))
+    assert not plan(root, RetentionConfig(keep_builds=1)).delete  # the rerun finished the work
+    from flows.build_pairs import build_pairs
+
+    write_day(grown_root["corpus"], 4)  # the next build uses the root as gc left it
+    assert build_pairs(input_path=str(grown_root["corpus"]), root=str(root), workers=1)["shards"]
+    duckdb_reads_every_view(root)
