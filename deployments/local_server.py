@@ -47,6 +47,15 @@ def prefect_home() -> Path:
     return Path("~/.prefect").expanduser()
 
 
+def state_home() -> Path:
+    """Where `gur server start` also records its server for every working directory: $GUR_STATE_HOME, else
+    $XDG_STATE_HOME/gur, else ~/.local/state/gur. (Prefect's home follows the working directory's
+    prefect.toml, so a record only there is not found from another folder.)"""
+    if os.environ.get("GUR_STATE_HOME"):
+        return Path(os.environ["GUR_STATE_HOME"]).expanduser()
+    return Path(os.environ.get("XDG_STATE_HOME") or "~/.local/state").expanduser() / "gur"
+
+
 def healthy(api_url: str, timeout: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout) as response:
@@ -56,18 +65,21 @@ def healthy(api_url: str, timeout: float = 2.0) -> bool:
 
 
 def read_record(home: Path | None = None) -> dict | None:
-    path = (home or prefect_home()) / RECORD
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    """The server record of Prefect's home, else (no `home` given) the user's record from any folder."""
+    for folder in [home] if home else [prefect_home(), state_home()]:
+        try:
+            return json.loads((folder / RECORD).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def running_server(home: Path | None = None) -> str | None:
     """The API URL of the server `gur server start` started, when it is still up and answering."""
-    record = read_record(home)
-    if record and is_prefect_server(record["pid"]) and healthy(record["api_url"]):
-        return record["api_url"]
+    for folder in [home] if home else [prefect_home(), state_home()]:
+        record = read_record(folder)
+        if record and is_prefect_server(record["pid"]) and healthy(record["api_url"]):
+            return record["api_url"]
     return None
 
 
@@ -158,7 +170,9 @@ def start_server(port: int = 4200, host: str = "127.0.0.1", timeout: float = STA
                 stop_process(proc.pid)
                 raise RuntimeError(f"prefect server did not start (exit {proc.poll()}); see {home / LOG}")
             time.sleep(0.5)
-        (home / RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
+        for folder in (home, state_home()):  # the user's record: found from any working directory
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
         return record
 
 
@@ -191,11 +205,13 @@ def is_prefect_server(pid: int) -> bool:
 
 def stop_server() -> dict | None:
     """Stop the recorded server; None when none was recorded."""
-    home = prefect_home()
-    record = read_record(home)
+    record = read_record()
     if record is None:
         return None
     if is_prefect_server(record["pid"]):
         stop_process(record["pid"])
-    (home / RECORD).unlink(missing_ok=True)
+    for folder in (prefect_home(), state_home()):
+        path = folder / RECORD
+        if (read_record(folder) or {}).get("pid") == record["pid"]:
+            path.unlink(missing_ok=True)
     return record

@@ -46,7 +46,8 @@ class BuildPairsParams:
 
     input_path: str | None = param(
         None,
-        "corpus: .jsonl, .parquet, .csv/.tsv, a folder of .txt files, or a .xml.bz2 dump",
+        "corpus: a file (.jsonl, .parquet, .csv/.tsv, a .xml MediaWiki dump, plain text; gzip/bz2/zstd too) "
+        "or a folder of such files in any mix and depth",
         cli={"flags": ("input_path",), "metavar": "input"},
     )
     format: str = setting(ReaderConfig, "format")

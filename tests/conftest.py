@@ -15,6 +15,7 @@ _SESSION_TMP = Path(tempfile.mkdtemp(prefix="gur-tests-"))
 atexit.register(shutil.rmtree, _SESSION_TMP, ignore_errors=True)  # after the harness's server has stopped
 os.environ["PREFECT_HOME"] = str(_SESSION_TMP / "prefect-home")
 os.environ["GUR_HOME"] = str(_SESSION_TMP / "data")
+os.environ["GUR_STATE_HOME"] = str(_SESSION_TMP / "gur-state")  # `gur server start` records, never the user's
 os.environ["DO_NOT_TRACK"] = "1"
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.pop("PREFECT_API_URL", None)

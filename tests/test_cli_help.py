@@ -72,3 +72,10 @@ def test_root_before_or_after_the_command(name):
     assert parse(["--root", "before", name, *required]).root == "before"
     assert parse([name, *required, "--root", "after"]).root == "after"
     assert parse(["--root", "before", name, "--root", "after", *required]).root == "after"
+
+
+def test_build_pairs_help_names_every_input_a_folder_can_hold():
+    text = build_parser()._subparsers._group_actions[0].choices["build-pairs"].format_help()
+    assert "folder of .txt files" not in text
+    for name in (".jsonl", ".parquet", ".csv/.tsv", "MediaWiki", "gzip/bz2/zstd", "folder of such files"):
+        assert name in " ".join(text.split()), name

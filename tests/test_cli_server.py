@@ -22,11 +22,15 @@ def tiny_corpus(path: Path) -> Path:
     return path
 
 
-def gur(tmp_path: Path, *argv: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_HOME": str(tmp_path / "prefect-home")}
+def gur(tmp_path: Path, *argv: str, cwd: Path | None = None) -> subprocess.Popen:
+    """`gur` with its own Prefect home and user state; `cwd`: another folder, whose Prefect home is another."""
+    home = tmp_path / "prefect-home" if cwd is None else cwd / ".prefect"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_HOME": str(home), "GUR_STATE_HOME": str(tmp_path / "state")}
     env.pop("PREFECT_API_URL", None)
     cmd = [sys.executable, "-m", "gur_cli", *argv]
-    return subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        cmd, cwd=cwd or tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 400) -> str:
@@ -57,6 +61,9 @@ def test_gur_server_start_is_used_by_later_commands(tmp_path):
         assert f"API http://127.0.0.1:{port}/api" in started
         assert "already running" in finish(gur(tmp_path, "server", "start", "--port", str(port)))
         assert f"127.0.0.1:{port}/api" in finish(gur(tmp_path, "server", "status"))
+        elsewhere = tmp_path / "elsewhere"  # another working directory, another Prefect home: the same server
+        elsewhere.mkdir()
+        assert f"127.0.0.1:{port}/api" in finish(gur(tmp_path, "server", "status", cwd=elsewhere))
         out = finish(gur(tmp_path, "--root", "r", "build-pairs", str(tiny_corpus(tmp_path / "tiny.jsonl"))))
         assert "rows_out=" in out and "temporary server" not in out
     finally:
