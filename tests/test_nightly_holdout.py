@@ -19,6 +19,7 @@ from tasks.evaluate.data import load_beir, load_stackoverflow
 from tasks.ingest.readers import ReaderConfig, Record, read_corpus
 from tasks.nightly.holdout import (
     ICT_TASK,
+    PAIR_TASK,
     TITLE_TASK,
     HoldoutConfig,
     held_out,
@@ -163,6 +164,27 @@ def test_an_unlabeled_corpus_gets_a_label_free_suite_that_training_never_sees(tm
         (target,) = ict.relevant[qi]
         assert query not in ict.docs[target]
     assert title.docs == [d["text"] for d in held]
+
+
+def test_a_gur_night_also_scores_pair_retrieval_a_sentence_finding_its_lcs_partner(tmp_path, wiki):
+    from tasks.pair.candidates import PairConfig
+    from tasks.pair.table import pair_table
+    from tasks.split.sentences import SplitConfig, split_documents
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("".join(json.dumps(d) + "\n" for d in wiki), encoding="utf-8")
+    config = HoldoutConfig(share=0.5, text_field="text", title_field="title", pairs=True)
+    split = split_corpus(folder, config, tmp_path / "data")
+    assert [Path(p).name for p in split.beir] == [TITLE_TASK, ICT_TASK, PAIR_TASK]
+    pairs = load_beir(split.beir[2])
+    assert len(pairs.queries) >= 10 and not set(pairs.queries) & set(pairs.docs)  # a query never finds itself
+    held = [d for d in wiki if held_out(d["text"], 0.5, 0)]
+    ids = [f"d{i}" for i in range(len(held))]  # the ids seed the pair stage's choices, as pair_task names them
+    sentences, _ = split_documents(ids, [d["title"] for d in held], [d["text"] for d in held], SplitConfig())
+    mined = {(r["a"], r["b"]) for r in pair_table(sentences, PairConfig())[0].to_pylist() if r["kind"] == "content"}
+    for qi, query in enumerate(pairs.queries):  # every target is the query's partner as the pair stage mines it
+        assert all((query, pairs.docs[d]) in mined for d in pairs.relevant[qi])
 
 
 def test_label_free_tasks_are_seeded_and_a_shared_title_makes_every_document_with_it_relevant():

@@ -173,10 +173,10 @@ def _absolute(path: str, base: Path) -> str:
 def suite_labels(evaluate: EvaluateSection) -> list[str]:
     """The dataset names the suite's metrics carry (`dataset/task/metric[@k]`)."""
     from tasks.evaluate.suite import DatasetSpec
-    from tasks.nightly.holdout import ICT_TASK, LABELLED, TITLE_TASK
+    from tasks.nightly.holdout import ICT_TASK, LABELLED, PAIR_TASK, TITLE_TASK
 
     question = [DatasetSpec("stackoverflow", evaluate.stackoverflow).label] if evaluate.stackoverflow else []
-    holdout = [LABELLED, TITLE_TASK, ICT_TASK] if evaluate.holdout and not evaluate.stackoverflow else []
+    holdout = [LABELLED, TITLE_TASK, ICT_TASK, PAIR_TASK] if evaluate.holdout and not evaluate.stackoverflow else []
     sets = [DatasetSpec("stsb", p).label for p in evaluate.stsb] + (["lee-50"] if evaluate.lee else [])
     return question + holdout + sets + [DatasetSpec("beir", p).label for p in evaluate.beir]
 

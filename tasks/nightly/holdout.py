@@ -12,8 +12,8 @@ Which suite the held-out records make:
   `load_stackoverflow` reads), scored as `stackoverflow-holdout` (P@1);
 - **label-free**, otherwise: retrieval among the held-out documents, two BEIR folders scored as
   `heldout-title` (a document's title -> its body) and `heldout-ict` (the inverse cloze task: one sentence
-  of a document -> the rest of it), recall@100 and MRR@10 with per-query values. `label_free_tasks` says
-  how each is cut. A corpus where neither has `MIN_QUERIES` queries (short texts without labels) gets a
+  of a document -> the rest of it), recall@100 and MRR@10 with per-query values, and for a GUR night
+  `heldout-pairs` (a sentence -> its LCS partner: `pair_task`). `label_free_tasks` says how each is cut. A corpus where neither has `MIN_QUERIES` queries (short texts without labels) gets a
   clear error instead.
 
 The split is a mirror of the corpus kept up to date file by file, at one place per corpus and config: a
@@ -50,7 +50,7 @@ HOLDOUT_CODE_VERSION = "holdout-v2"  # v2: ingest's readers for every format; la
 HOLDOUT_FILE = "holdout.tsv"
 INDEX = "_index.json"
 LABELLED = "stackoverflow-holdout"
-TITLE_TASK, ICT_TASK = "heldout-title", "heldout-ict"
+TITLE_TASK, ICT_TASK, PAIR_TASK = "heldout-title", "heldout-ict", "heldout-pairs"
 MIN_QUERIES = 10  # fewer and the paired test has nothing to stand on
 ICT_MIN_WORDS = 4  # an ICT query sentence needs some content; shorter ones are used only when nothing else is
 TRAIN_FIELDS = ReaderConfig(text_field="text", title_field="title", id_field="id")  # how the mirror is read
@@ -65,6 +65,7 @@ class HoldoutConfig:
     id_field: str = "id"
     title_field: str = ""
     format: str = "auto"
+    pairs: bool = False  # label-free, GUR nights: also a sentence -> its LCS partner (heldout-pairs)
 
     def reader(self) -> LabelledReaderConfig:
         return LabelledReaderConfig(
@@ -233,13 +234,19 @@ def write_suite(folder: Path, kind: str, held: list[dict], config: HoldoutConfig
             "counts": {"questions": len(rows)},
         }
     tasks = label_free_tasks(held, config.seed)
+    if config.pairs:
+        tasks[PAIR_TASK] = pair_task(held)
     beir = []
-    for name in (TITLE_TASK, ICT_TASK):
+    for name in tasks:
         corpus, queries, qrels = tasks[name]
         if len(queries) >= MIN_QUERIES:
             write_beir(folder / name, corpus, queries, qrels, tmp)
             beir.append(str(folder / name))
     counts = {"title_queries": len(tasks[TITLE_TASK][1]), "ict_queries": len(tasks[ICT_TASK][1])}
+    if PAIR_TASK in tasks:
+        counts["pair_queries"] = len(tasks[PAIR_TASK][1])
+    if not any(Path(p).name in (TITLE_TASK, ICT_TASK) for p in beir):
+        beir = []  # pairs alone are no suite: the error names the two tasks every corpus can have
     return {"kind": kind, "stackoverflow": "", "beir": beir, "counts": counts}
 
 
@@ -295,6 +302,31 @@ def label_free_tasks(docs: list[dict], seed: int) -> dict[str, Task]:
     return {TITLE_TASK: (body, title_queries, title_qrels), ICT_TASK: (cloze, ict_queries, ict_qrels)}
 
 
+def pair_task(docs: list[dict]) -> Task:
+    """GUR's own signal as a task: the held-out documents are split and paired exactly as the split and pair
+    stages do (same rules, default settings); each pair's first sentence is a query whose one relevant
+    target is its LCS partner, among every held-out sentence that is not itself a query."""
+    from tasks.pair.candidates import PairConfig
+    from tasks.pair.table import pair_table
+    from tasks.split.sentences import SplitConfig, split_documents
+
+    ids = [f"d{i}" for i in range(len(docs))]
+    sentences, _ = split_documents(ids, [d.get("title") for d in docs], [d["text"] for d in docs], SplitConfig())
+    pairs, _ = pair_table(sentences, PairConfig())
+    rows = [r for r in pairs.select(["kind", "a", "b"]).to_pylist() if r["kind"] == "content" and r["a"] != r["b"]]
+    targets = {r["b"] for r in rows}
+    partners: dict[str, list[str]] = {}
+    for r in rows:
+        if r["a"] not in targets:  # a query never sits among the candidates (it would find itself)
+            partners.setdefault(r["a"], []).append(r["b"])
+    texts = list(dict.fromkeys(s for s in sentences.column("text").to_pylist() if s not in partners))
+    sid = {text: f"s{i}" for i, text in enumerate(texts)}
+    corpus = [{"_id": sid[text], "title": "", "text": text} for text in texts]
+    queries = [{"_id": f"q{i}", "text": a} for i, a in enumerate(partners)]
+    qrels = [(f"q{i}", sid[b]) for i, a in enumerate(partners) for b in dict.fromkeys(partners[a])]
+    return corpus, queries, qrels
+
+
 def pick_sentence(sentences: list[str], key: str) -> int:
     """A seeded, content-keyed choice of the query sentence: the same document always gives the same one."""
     long = [i for i, s in enumerate(sentences) if len(s.split()) >= ICT_MIN_WORDS] or list(range(len(sentences)))
@@ -338,7 +370,9 @@ def gate_suite(cfg: NightlyConfig, base: Path) -> tuple[NightlyConfig, GateSuite
     if e.stackoverflow:
         label = DatasetSpec("stackoverflow", e.stackoverflow).label
         return cfg, GateSuite(e.stackoverflow, (), f"{label}/question_retrieval/precision@1", f"named: {label}")
-    share = HoldoutConfig(e.holdout, e.holdout_seed, e.label_field, c.text_field, c.id_field, c.title_field, c.format)
+    gur = cfg.train.method == "gur"
+    fields = (e.holdout, e.holdout_seed, e.label_field, c.text_field, c.id_field, c.title_field, c.format, gur)
+    share = HoldoutConfig(*fields)
     try:
         split = split_corpus(Path(c.path), share, base)
     except ValueError as exc:
