@@ -198,15 +198,20 @@ def unsafe_tables(folder: Path, manifest: dict) -> str:
     if not isinstance(tables, dict):
         return f"tables is {type(tables).__name__}, not an object"
     inside = folder.resolve()
+    safe: set[Path] = set()  # folders known to resolve inside: a plain file in one is inside too
     for table, pattern in tables.items():
         if not IDENTIFIER.fullmatch(str(table)):
             return f"table name {str(table)[:60]!r} is not {IDENTIFIER.pattern}"
         bad = not isinstance(pattern, str) or not GLOB.fullmatch(pattern) or pattern.startswith("/")
         if bad or ".." in Path(pattern).parts:
             return f"table {table}: glob {str(pattern)[:60]!r} is not a relative pattern inside the stage folder"
-        for found in expand(str(folder / pattern)):
-            if not Path(found).resolve().is_relative_to(inside):
+        for found in map(Path, expand(str(folder / pattern))):
+            if found.parent in safe and not found.is_symlink():
+                continue  # realpath(parent/name) = realpath(parent)/name: no resolve per file
+            if not found.resolve().is_relative_to(inside):
                 return f"table {table}: {found} leads outside {folder}"
+            if not found.is_symlink():
+                safe.add(found.parent)
     return ""
 
 
