@@ -67,6 +67,9 @@ from tasks.ingest.readers import ReaderConfig
 from tasks.keywords.filter import KeywordsConfig
 
 CONFIG_NAME = "nightly.toml"
+# The datasets a held-out split can make (tasks/nightly/holdout.py writes them under these names).
+LABELLED = "stackoverflow-holdout"
+TITLE_TASK, ICT_TASK, PAIR_TASK = "heldout-title", "heldout-ict", "heldout-pairs"
 DEFAULT_GUARDS = {"stsb-en-train/sts/spearman": 0.01}
 # Lee-50 (50 news documents, human pairwise similarity; gensim ships it) guards general similarity where
 # the STS-B file is not on the machine. Its 1,225 pairs are fewer than STS-B train's 5,749: a wider allowance.
@@ -173,7 +176,6 @@ def _absolute(path: str, base: Path) -> str:
 def suite_labels(evaluate: EvaluateSection) -> list[str]:
     """The dataset names the suite's metrics carry (`dataset/task/metric[@k]`)."""
     from tasks.evaluate.suite import DatasetSpec
-    from tasks.nightly.holdout import ICT_TASK, LABELLED, PAIR_TASK, TITLE_TASK
 
     question = [DatasetSpec("stackoverflow", evaluate.stackoverflow).label] if evaluate.stackoverflow else []
     holdout = [LABELLED, TITLE_TASK, ICT_TASK, PAIR_TASK] if evaluate.holdout and not evaluate.stackoverflow else []

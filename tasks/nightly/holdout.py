@@ -13,8 +13,8 @@ Which suite the held-out records make:
 - **label-free**, otherwise: retrieval among the held-out documents, two BEIR folders scored as
   `heldout-title` (a document's title -> its body) and `heldout-ict` (the inverse cloze task: one sentence
   of a document -> the rest of it), recall@100 and MRR@10 with per-query values, and for a GUR night
-  `heldout-pairs` (a sentence -> its LCS partner: `pair_task`). `label_free_tasks` says how each is cut. A corpus where neither has `MIN_QUERIES` queries (short texts without labels) gets a
-  clear error instead.
+  `heldout-pairs` (a sentence -> its LCS partner: `pair_task`). `label_free_tasks` says how each is
+  cut. A corpus where neither has `MIN_QUERIES` queries (short texts without labels) gets a clear error.
 
 The split is a mirror of the corpus kept up to date file by file, at one place per corpus and config: a
 night reads only the files that are new or changed (by content digest) and deletes those that left, so
@@ -44,13 +44,11 @@ from storage.fingerprint import fingerprint
 from storage.layout import TMP_DIR
 from tasks.evaluate.overlap import normalize
 from tasks.ingest.readers import CorpusFile, LabelledReaderConfig, ReaderConfig, Record, corpus_files, read_member
-from tasks.nightly.config import NightlyConfig
+from tasks.nightly.config import ICT_TASK, LABELLED, PAIR_TASK, TITLE_TASK, NightlyConfig
 
 HOLDOUT_CODE_VERSION = "holdout-v2"  # v2: ingest's readers for every format; label-free suites
 HOLDOUT_FILE = "holdout.tsv"
 INDEX = "_index.json"
-LABELLED = "stackoverflow-holdout"
-TITLE_TASK, ICT_TASK, PAIR_TASK = "heldout-title", "heldout-ict", "heldout-pairs"
 MIN_QUERIES = 10  # fewer and the paired test has nothing to stand on
 ICT_MIN_WORDS = 4  # an ICT query sentence needs some content; shorter ones are used only when nothing else is
 TRAIN_FIELDS = ReaderConfig(text_field="text", title_field="title", id_field="id")  # how the mirror is read

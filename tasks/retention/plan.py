@@ -169,8 +169,8 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             judged.append((float("inf"), decision, train))
     judged_runs = {train for _, _, train in judged}
     for train in list(judged_runs):  # a mixed candidate's unmixed run was judged with it
-        unmixed = ((outputs.get(train) or Output("", "", root, None)).manifest or {}).get("unmixed")
-        if unmixed:
+        out = outputs.get(train)
+        if out and out.manifest and (unmixed := out.manifest.get("unmixed")):
             judged_runs.add(unmixed["path"])
     refused = [train for _, decision, train in judged if decision == "refused" and train not in kept_champions]
     for train in list(dict.fromkeys(refused[::-1]))[: config.keep_refused]:

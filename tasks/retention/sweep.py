@@ -9,6 +9,7 @@ count each hard-linked file once (shards linked between outputs share their bloc
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -65,8 +66,6 @@ def to_trash(root: Path, path: Path) -> None:
 
 def mark_pruned(folder: Path, subs: tuple[str, ...], why: str) -> None:
     """Rewrite the manifest without the files under `subs`, marked `pruned` (before anything is deleted)."""
-    import json
-
     path = folder / MANIFEST
     manifest = json.loads(path.read_text(encoding="utf-8"))
     files = manifest.get("files") or {}
