@@ -197,21 +197,26 @@ def unsafe_tables(folder: Path, manifest: dict) -> str:
     tables = manifest.get("tables", {})
     if not isinstance(tables, dict):
         return f"tables is {type(tables).__name__}, not an object"
-    inside = folder.resolve()
-    safe: set[Path] = set()  # folders known to resolve inside: a plain file in one is inside too
+    base = str(folder)
+    inside: str | None = None  # realpath of `folder`, computed on the first file that needs it
+    safe = {base}  # folders known to resolve inside: a plain file in one is inside too
     for table, pattern in tables.items():
         if not IDENTIFIER.fullmatch(str(table)):
             return f"table name {str(table)[:60]!r} is not {IDENTIFIER.pattern}"
         bad = not isinstance(pattern, str) or not GLOB.fullmatch(pattern) or pattern.startswith("/")
-        if bad or ".." in Path(pattern).parts:
+        if bad or ".." in pattern.split("/"):
             return f"table {table}: glob {str(pattern)[:60]!r} is not a relative pattern inside the stage folder"
-        for found in map(Path, expand(str(folder / pattern))):
-            if found.parent in safe and not found.is_symlink():
-                continue  # realpath(parent/name) = realpath(parent)/name: no resolve per file
-            if not found.resolve().is_relative_to(inside):
+        # Strings, not Paths: this runs for every file of every output at each catalog refresh.
+        for found in expand(os.path.join(base, pattern)):
+            parent, link = os.path.dirname(found), os.path.islink(found)
+            if parent in safe and not link:
+                continue  # realpath(parent/name) = realpath(parent)/name when parent resolves inside
+            inside = inside or os.path.realpath(base)
+            real = os.path.realpath(found)
+            if real != inside and not real.startswith(inside + os.sep):
                 return f"table {table}: {found} leads outside {folder}"
-            if not found.is_symlink():
-                safe.add(found.parent)
+            if not link:
+                safe.add(parent)
     return ""
 
 
@@ -241,13 +246,14 @@ def quote_name(name: str) -> str:
     return f'"{name}"'
 
 
-def latest_tables(root: Path, current: list[Path] = ()) -> dict[str, Path]:
+def latest_tables(root: Path, current: list[Path] = (), manifests: dict[Path, dict] | None = None) -> dict[str, Path]:
     """Map table name -> absolute Parquet glob of the newest complete stage that writes it.
 
-    `current`: stage folders a flow run just used; their tables win over newer ones.
+    `current`: stage folders a flow run just used; their tables win over newer ones. `manifests`:
+    `_manifests(root)` when the caller has read them already.
     """
     best: dict[str, tuple[float, Path]] = {}
-    for folder, manifest in _manifests(root).items():
+    for folder, manifest in (_manifests(root) if manifests is None else manifests).items():
         finished = float(manifest.get("finished_at", 0.0))
         for table, glob in _globs(folder, manifest).items():
             if table not in best or finished >= best[table][0]:
@@ -341,7 +347,7 @@ def plan_catalog(root: Path, current: list[Path] = (), previous: dict[str, str] 
     builds = find_builds(root, manifests)
     current_outputs = [f"{folder.parent.name}/{folder.name}" for folder in current]
     main: dict[str, list[Path]] = {}
-    for table, glob in latest_tables(root, current).items():
+    for table, glob in latest_tables(root, current, manifests).items():
         if table not in BUILD_TABLES + KEYWORD_TABLES + UNION_TABLES + RUN_TABLES:
             main[table] = [glob]
     for table, pointer in POINTED.items():
@@ -443,7 +449,7 @@ def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan) -> None:
         "file_columns JSON)"  # per file of `files`, the constant columns its rows get (RUN_TABLES), else NULL
     )
     if files:
-        con.executemany("INSERT INTO catalog_views VALUES (?, ?, ?, ?, ?)", files)
+        _insert(con, "catalog_views", ["schema", "view_name", "files", "dedup", "file_columns"], files)
     con.execute(
         'CREATE OR REPLACE TABLE builds ("schema" VARCHAR, kind VARCHAR, in_main BOOLEAN, source VARCHAR, '
         '"rows" BIGINT, output VARCHAR, finished_at TIMESTAMPTZ, fingerprint VARCHAR)'
@@ -462,8 +468,22 @@ def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan) -> None:
         for b in plan.builds
     ]
     if rows:
-        con.executemany("INSERT INTO builds VALUES (?, ?, ?, ?, ?, ?, to_timestamp(?), ?)", rows)
+        names = ["schema", "kind", "in_main", "source", "rows", "output", "finished_at", "fingerprint"]
+        _insert(con, "builds", names, rows)
     con.execute("COMMIT")
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, names: list[str], rows: list[tuple]) -> None:
+    """All `rows` in one statement through Arrow (`executemany` costs a statement per row)."""
+    import pyarrow as pa
+
+    data = pa.Table.from_pylist([dict(zip(names, row, strict=True)) for row in rows])
+    con.register("_rows", data)
+    try:
+        casts = ", ".join(f"to_timestamp({quote_name(n)})" if n == "finished_at" else quote_name(n) for n in names)
+        con.execute(f"INSERT INTO {quote_name(table)} SELECT {casts} FROM _rows")
+    finally:
+        con.unregister("_rows")
 
 
 def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S) -> CatalogPlan:
