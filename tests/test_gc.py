@@ -20,7 +20,7 @@ from storage.stage_output import StageOutput, ref_dir, verify_outputs
 from tasks.nightly.champion import read_champion, record_decision, set_champion
 from tasks.retention.collect import collect
 from tasks.retention.plan import RetentionConfig, plan
-from tests.conftest import REPO
+from tests.conftest import REPO, require_shared
 from tests.test_cli_crash_resume import slow_down
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -181,3 +181,39 @@ def test_a_gc_killed_mid_way_is_finished_by_a_rerun_and_the_root_verifies(grown_
     write_day(grown_root["corpus"], 4)  # the next build uses the root as gc left it
     assert build_pairs(input_path=str(grown_root["corpus"]), root=str(root), workers=1)["shards"]
     duckdb_reads_every_view(root)
+
+
+def test_reports_past_the_window_keep_their_numbers_not_their_extras(grown_root):
+    """Older evaluations lose report.md, charts and per-query values; `metrics` still reads every row."""
+    shared = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+    require_shared(shared)
+    from flows.evaluate import evaluate
+    from storage.catalog import connect_catalog
+
+    root = grown_root["root"]
+    reports = [
+        evaluate(models=["bm25"], stackoverflow=str(shared), stsb=[], lee=False, demo_retrieval=False,
+                 limit=limit, root=str(root))["metrics"]
+        for limit in (60, 80, 100)
+    ]  # fmt: skip
+    old, newest = [ref_dir(root, r) for r in reports[:2]], ref_dir(root, reports[2])
+    units = {p: json.loads((p / "_manifest.json").read_text())["upstream"][0]["path"] for p in (*old, newest)}
+    the_plan = plan(root, RetentionConfig(keep_builds=1))
+    for folder in old:
+        assert the_plan.prune[f"evaluate/{folder.name}"] == ("report.md", "charts")
+        assert the_plan.prune[units[folder]] == ("queries.parquet",)
+    assert f"evaluate/{newest.name}" not in the_plan.prune and units[newest] not in the_plan.prune
+    rows_before = connect_catalog(root).execute("SELECT count(*) FROM metrics").fetchone()[0]
+    collect(root, RetentionConfig(keep_builds=1), do_apply=True)
+    for folder in old:
+        assert not (folder / "report.md").exists() and not (folder / "charts").exists()
+        assert not (root / units[folder] / "queries.parquet").exists()
+        assert (folder / "part-00000.parquet").exists()  # the numbers stay
+    assert (newest / "report.md").exists() and (root / units[newest] / "queries.parquet").exists()
+    assert all(row["status"] != "damaged" for row in verify_outputs(root))
+    assert connect_catalog(root).execute("SELECT count(*) FROM metrics").fetchone()[0] == rows_before
+    duckdb_reads_every_view(root)
+    assert not plan(root, RetentionConfig(keep_builds=1)).prune  # nothing left to slim
+    again = evaluate(models=["bm25"], stackoverflow=str(shared), stsb=[], lee=False, demo_retrieval=False,
+                     limit=60, root=str(root))["metrics"]  # fmt: skip
+    assert again == reports[0] and (old[0] / "report.md").exists()  # asked for again: rebuilt whole

@@ -16,7 +16,10 @@ Deleted:
   held-out splits no kept output depends on;
 - the weights (`export/`) and `checkpoints/` of refused candidates and of champions older than the window:
   their manifests, metrics and `promotions` rows stay, so the history keeps its numbers;
-- `checkpoints/` of every finished run (they only serve resume).
+- `checkpoints/` of every finished run (they only serve resume);
+- past the newest `keep_builds` evaluation (and STS) reports, their extras: `report.md` and the charts of
+  the report, `queries.parquet` (per-query values, for paired tests) of the units behind it. The rows of
+  `metrics` and the manifests stay: the history keeps its numbers, not its pictures.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ DERIVED = ("embed", "embed-index")  # recomputable from kept outputs: the newest
 HEADS = ("shuffle", "keywords")  # a build: what a flow run ends with
 NOT_STAGES = {"models", "holdout", "prefect-results", "_tmp"}  # top-level folders that hold no stage outputs
 TRASH = ".trash"
-WEIGHTS = ("export", "checkpoints", "tokenizer")  # what a pruned run loses
+WEIGHTS = ("export", "checkpoints", "tokenizer", "loss_curve.png")  # what a pruned run loses (the chart: redrawable)
+REPORTS = ("evaluate", "sts")  # outputs whose report and charts go past the window; their metrics rows stay
+UNIT_EXTRAS = {"eval-unit": "per_query"}  # stage -> manifest key naming a file only paired tests read
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,35 @@ def champions(root: Path, keep: int) -> dict[str, str]:
     return kept
 
 
+def slim_records(outputs: dict[str, Output], config: RetentionConfig, result: Plan) -> None:
+    """Reports past the newest `keep_builds` of their stage lose `report.md` and charts; the units behind
+    them lose their per-query values (a unit no report reads, or one a kept report reads, stays whole)."""
+    whole: set[str] = set()
+    for stage in REPORTS:
+        done = sorted(
+            (o for o in outputs.values() if o.stage == stage and o.manifest and not o.manifest.get("pruned")),
+            key=lambda o: o.manifest.get("finished_at", 0),
+            reverse=True,
+        )
+        for out in done[config.keep_builds :]:
+            names = [out.manifest.get("report"), *(out.manifest.get("charts") or [])]
+            subs = tuple(dict.fromkeys(n.split("/")[0] for n in names if n and (out.dir / n).exists()))
+            if subs:
+                result.prune[out.path] = subs
+                result.prune_why[out.path] = f"report and charts of an evaluation past the newest {config.keep_builds}"
+        whole.update(o.path for o in done[: config.keep_builds])
+    read_by = {up: o.path for o in outputs.values() if o.stage in REPORTS for up in depends_on(o)}
+    whole_units = {up for o in whole for up in depends_on(outputs[o])}
+    for out in outputs.values():
+        key = UNIT_EXTRAS.get(out.stage)
+        if not key or not out.manifest or out.path not in read_by or out.path in whole_units:
+            continue
+        name = out.manifest.get(key)
+        if name and (out.dir / name).exists():
+            result.prune[out.path] = (name,)
+            result.prune_why[out.path] = f"per-query values behind {read_by[out.path]}, a report past the window"
+
+
 def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = None) -> Plan:
     """`pending`: export -> decision of a candidate judged but not yet recorded (the night that runs gc)."""
     root = Path(root)
@@ -216,6 +250,7 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
                 result.prune_why[out.path] = "weights of a refused candidate or of a champion past the window"
         elif out.stage in (*DATA_STAGES, *DERIVED):
             result.delete[out.path] = "no kept output depends on it"
+    slim_records(outputs, config, result)
     # held-out splits: kept while a kept ingest reads their training side
     read = {
         str((o.manifest or {}).get("inputs", {}).get("path", ""))
