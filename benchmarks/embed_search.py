@@ -11,6 +11,12 @@
   `exact_search`) at each size, usearch HNSW (the index `gur search` builds above EXACT_MAX) where
   `--hnsw-sizes` allows; p50 / p95 in ms, build time, recall@10 against exact on the same queries;
 - recall: real MiniLM vectors of StackOverflow titles, held-out titles as queries, recall@10 of HNSW;
+- scale: real MiniLM vectors of every sentence this machine has (StackOverflow titles, the Python
+  documentation, the manual pages: about 400,000 distinct sentences), held-out sentences as queries;
+  at each size exact search and a usearch HNSW built over the same rows (forced: `gur search` switches
+  at EXACT_MAX), p50 / p95 and recall@10 against exact for several `expansion_search` values; the
+  1,000,000 row set is the real vectors plus jittered copies of them (labelled as such). Vectors are
+  cached under `--cache` in chunks, so a stopped run resumes;
 - peak memory: the process's maximum RSS after each part (they run in increasing order of size).
 """
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import sys
 import time
@@ -164,6 +171,131 @@ def recall_real(n_docs: int, n_queries: int) -> None:
     )
 
 
+PYTHON_DOCS = Path("/usr/share/doc/python3-doc/html/_sources")
+MAN = Path("/usr/share/man")
+GROFF_ESCAPES = re.compile(r"\\f[BIRPC(\[][A-Z]*\]?|\\f\(..|\\\(..|\\\[[^\]]*\]|\\[&|^%:]|\\s[-+]?\d")
+
+
+def keep_sentence(s: str) -> bool:
+    return 30 <= len(s) <= 300 and re.search("[a-z]{3} [a-z]{2}", s) is not None
+
+
+def python_doc_sentences() -> list[str]:
+    """Prose paragraphs of the Python documentation's reST sources (directives, code and tables left out)."""
+    from tasks.split.sentences import split_sentences
+
+    found = []
+    for path in sorted(PYTHON_DOCS.rglob("*.txt")):
+        for para in re.split(r"\n\s*\n", path.read_text(encoding="utf-8", errors="replace")):
+            if not para.lstrip().startswith(("..", ">>>", "::", "$", "|", "+-", "=")):
+                found += [s for s in split_sentences(" ".join(para.split())) if keep_sentence(s)]
+    return found
+
+
+def man_sentences() -> list[str]:
+    """Text lines of the manual pages (sections 1, 3, 5, 7, 8), groff requests and escapes removed."""
+    import gzip
+
+    from tasks.split.sentences import split_sentences
+
+    found = []
+    for section in ("man1", "man3", "man5", "man7", "man8"):
+        for path in sorted((MAN / section).glob("*.gz")):
+            try:
+                lines = gzip.open(path, "rt", encoding="utf-8", errors="replace").read().splitlines()
+            except (OSError, EOFError):
+                continue
+            para: list[str] = []
+            for line in [*lines, ".PP"]:
+                if not line.startswith((".", "'")):
+                    para.append(line)
+                elif para:
+                    text = GROFF_ESCAPES.sub("", " ".join(para)).replace("\\-", "-").replace("\\e", "\\")
+                    found += [s for s in split_sentences(" ".join(text.split())) if keep_sentence(s)]
+                    para = []
+    return found
+
+
+def real_sentences(n_queries: int) -> tuple[list[str], list[str]]:
+    """(documents, queries): every distinct sentence, in a seeded order; the last `n_queries` are held out."""
+    from tasks.evaluate.data import load_stackoverflow
+
+    titles = load_stackoverflow(SHARED / "stackoverflow" / "train.tsv").texts
+    texts = sorted(set(titles) | set(python_doc_sentences()) | set(man_sentences()))
+    np.random.default_rng(0).shuffle(texts)
+    return texts[:-n_queries], texts[-n_queries:]
+
+
+def cached_vectors(texts: list[str], cache: Path, chunk: int = 20_000) -> np.ndarray:
+    """MiniLM vectors of `texts` (the stage's `encode_texts`), saved per chunk under `cache`: a rerun resumes."""
+    import hashlib
+
+    from models.encoders import minilm_path
+    from tasks.embed.vectors import encode_texts, load_encoder
+
+    key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
+    cache.mkdir(parents=True, exist_ok=True)
+    model, parts = None, []
+    started = time.perf_counter()
+    for start in range(0, len(texts), chunk):
+        path = cache / f"{key}-{start:08d}.npy"
+        if not path.exists():
+            model = model or load_encoder(str(minilm_path()))
+            np.save(path, encode_texts(model, texts[start : start + chunk], 64))
+            done = start + chunk
+            print(f"  embedded {min(done, len(texts)):,} of {len(texts):,} ({time.perf_counter() - started:.0f} s)")
+        parts.append(np.load(path))
+    return np.concatenate(parts)
+
+
+def jittered(matrix: np.ndarray, n: int, sigma: float = 0.02, seed: int = 0) -> np.ndarray:
+    """`matrix` and, up to `n` rows, copies of its rows with Gaussian noise (renormalised)."""
+    rng = np.random.default_rng(seed)
+    extra = matrix[rng.integers(0, len(matrix), n - len(matrix))]
+    extra = extra + rng.standard_normal(extra.shape, dtype=np.float32) * sigma
+    extra /= np.linalg.norm(extra, axis=1, keepdims=True)
+    return np.concatenate([matrix, extra.astype(np.float32)])
+
+
+def scale(sizes: list[int], n_queries: int, efs: list[int], cache: Path, build_threads: int) -> None:
+    import torch
+
+    from tasks.embed.index import ExactIndex, HnswConfig, HnswIndex, Vectors
+
+    docs, held_out = real_sentences(n_queries)
+    torch.set_num_threads(os.cpu_count() or 1)
+    real = cached_vectors(docs, cache)
+    queries = cached_vectors(held_out, cache)
+    torch.set_num_threads(1)  # one query at a time, as `gur search` serves them
+    print(
+        f"\n## scale: {len(real):,} real sentence vectors (MiniLM; StackOverflow titles, Python docs, man pages), "
+        f"{len(queries)} held-out sentences as queries; HNSW M={HnswConfig().connectivity}, "
+        f"efConstruction={HnswConfig().expansion_add}, built with {build_threads} thread(s)"
+    )
+    print("| vectors | rows | search | build s | ef | p50 ms | p95 ms | recall@10 vs exact | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        matrix = real[:n] if n <= len(real) else jittered(real, n)
+        rows = "real" if n <= len(real) else f"{len(real):,} real + jittered copies"
+        exact = ExactIndex(Vectors([str(i) for i in range(n)], matrix, "minilm"))
+        times, truth = latencies(exact, queries)
+        p50, p95 = np.percentile(times, 50), np.percentile(times, 95)
+        print(f"| {n:,} | {rows} | exact | - | - | {p50:.1f} | {p95:.1f} | 1 | {peak_mb():.0f} |", flush=True)
+        started = time.perf_counter()
+        index = HnswIndex.build(matrix, HnswConfig(), build_threads)
+        build_s = time.perf_counter() - started
+        for ef in efs:
+            index.index.expansion_search = ef
+            times, found = latencies(index, queries)
+            p50, p95, r = np.percentile(times, 50), np.percentile(times, 95), recall_at(found, truth)
+            print(
+                f"| {n:,} | {rows} | usearch HNSW | {build_s:.0f} | {ef} | {p50:.2f} | {p95:.2f} | {r:.3f} | "
+                f"{peak_mb():.0f} |",
+                flush=True,
+            )
+        del index, exact, matrix
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parts", nargs="+", default=["throughput", "recall", "latency"])
@@ -174,6 +306,10 @@ def main() -> int:
     parser.add_argument("--hnsw-sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--real-docs", type=int, default=15_000)
+    parser.add_argument("--scale-sizes", type=int, nargs="+", default=[10_000, 100_000, 200_000, 400_000, 1_000_000])
+    parser.add_argument("--efs", type=int, nargs="+", default=[64, 128, 256])
+    parser.add_argument("--cache", default="/tmp/gur-embed-cache", help="where the scale part keeps its vectors")
+    parser.add_argument("--build-threads", type=int, default=1, help="HNSW build threads in the scale part")
     parser.add_argument("--faiss", default=None, help="a folder where faiss-cpu was pip-installed with --target")
     args = parser.parse_args()
     import torch
@@ -183,6 +319,8 @@ def main() -> int:
         throughput(args.titles, args.articles, args.batch)
     if "recall" in args.parts:
         recall_real(args.real_docs, args.queries)
+    if "scale" in args.parts:
+        scale(args.scale_sizes, args.queries, args.efs, Path(args.cache), args.build_threads)
     if "latency" in args.parts:
         latency(sorted(args.sizes), args.hnsw_sizes, args.queries, args.faiss)
     return 0

@@ -77,10 +77,11 @@ def run_note(base, ref: dict[str, str], started: float) -> str:
     if float(manifest.get("finished_at", 0.0)) < started:
         return f"up to date: {rows} embeddings reused ({ref['path']})"
     work, now = manifest.get("shard_work", {}), manifest.get("embedded_now", rows)
+    unit = (manifest.get("config") or {}).get("unit", "documents")
     if not work.get("linked"):
-        return f"embedded all {rows} documents ({work.get('computed', 0)} shards) -> {ref['path']}"
+        return f"embedded all {rows} {unit} ({work.get('computed', 0)} shards) -> {ref['path']}"
     return (
-        f"embedded {now} new documents ({work.get('computed', 0)} shards), reused {rows - now} "
+        f"embedded {now} new {unit} ({work.get('computed', 0)} shards), reused {rows - now} "
         f"({work['linked']} shards) -> {ref['path']}"
     )
 

@@ -76,3 +76,18 @@ def test_embed_flow_view_and_the_nightly_hook(tmp_path):
     from tasks.evaluate.models import model_fingerprint
 
     assert model == model_fingerprint(str(Path(model_b)))
+
+    # Sentences: one vector per sentence of the build, joinable with `sentences`; the documents view stays.
+    result = embed_flow(model=str(model_a), unit="sentences", root=str(root))
+    assert result["embeddings"]["path"].startswith("embed/") and "sentences" in result["note"]
+    con = connect_catalog(root)
+    try:
+        joined, sentences, dims = con.execute(
+            "SELECT (SELECT count(*) FROM sentence_embeddings e JOIN sentences s USING (doc_id, sent_id)), "
+            "(SELECT count(*) FROM sentences), (SELECT min(len(embedding)) FROM sentence_embeddings)"
+        ).fetchone()
+        (still,) = con.execute("SELECT DISTINCT model FROM embeddings").fetchone()
+    finally:
+        con.close()
+    assert joined == sentences > 30 and dims == 32
+    assert still == model  # embedding sentences never switches the documents' view

@@ -105,7 +105,8 @@ class HnswIndex:
         self.index, self.dim, self.what = index, dim, what
 
     @classmethod
-    def build(cls, matrix: np.ndarray, config: HnswConfig = HnswConfig()) -> HnswIndex:
+    def build(cls, matrix: np.ndarray, config: HnswConfig = HnswConfig(), threads: int = 1) -> HnswIndex:
+        """`threads` > 1 builds faster but not the same bytes twice (the product builds with one)."""
         from usearch.index import Index
 
         index = Index(
@@ -117,7 +118,7 @@ class HnswIndex:
             expansion_search=config.expansion_search,
         )
         if len(matrix):
-            index.add(np.arange(len(matrix), dtype=np.uint64), np.ascontiguousarray(matrix), threads=1)
+            index.add(np.arange(len(matrix), dtype=np.uint64), np.ascontiguousarray(matrix), threads=threads)
         return cls(index, matrix.shape[1])
 
     @classmethod
