@@ -216,6 +216,22 @@ class BM25Ranker:
         self._index.index([word_tokens(d) for d in docs], show_progress=False)
         self._n_docs = len(docs)
 
+    def save(self, folder: Path) -> None:
+        """bm25s's own files (sparse matrix, vocabulary, parameters) into `folder`."""
+        if self._index is None:
+            raise RuntimeError("call index(docs) first")
+        self._index.save(str(folder), show_progress=False)
+
+    @classmethod
+    def load(cls, folder: Path, n_docs: int, k1: float = 1.5, b: float = 0.75) -> BM25Ranker:
+        """What `save` wrote, memory-mapped: opening an index of any size takes milliseconds."""
+        import bm25s
+
+        ranker = cls(k1, b)
+        ranker._index = bm25s.BM25.load(str(folder), mmap=True, show_progress=False)
+        ranker._n_docs = n_docs
+        return ranker
+
     def scores(self, queries: Iterable[str]) -> np.ndarray:
         if self._index is None:
             raise RuntimeError("call index(docs) first")

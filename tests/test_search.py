@@ -87,6 +87,11 @@ def test_bm25_and_hybrid(wiki_root):
     bm25 = run_search(root, "Algeria Algiers", k=3, mode="bm25")["hits"]
     assert bm25[0].title == "Algeria" and "Algeria" in bm25[0].snippet
     assert run_search(root, "qqqzzz", k=3, mode="bm25")["hits"] == []  # no shared word: no BM25 hit
+    # the BM25 index is kept (built by the first search, memory-mapped by the next: same hits, no rebuild)
+    (kept,) = (root / "bm25-index").glob("*/_manifest.json")
+    built = kept.stat().st_mtime_ns
+    assert run_search(root, "Algeria Algiers", k=3, mode="bm25")["hits"] == bm25
+    assert kept.stat().st_mtime_ns == built
     hybrid = run_search(root, list(QUERIES)[0], k=5, mode="hybrid")["hits"]
     assert hybrid[0].title == "Anarchism"
     assert [h.rank for h in hybrid] == [1, 2, 3, 4, 5]

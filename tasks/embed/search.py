@@ -2,7 +2,7 @@
 
     dense = DenseSearcher.open(root, model=None)      # the `embeddings` view's output, or the model's own
     hits = dense.search("how to sort a dict", k=10)   # [(doc_id, cosine)], best first
-    bm25 = Bm25Searcher(dense.documents)              # bm25s over the same documents' title + text
+    bm25 = Bm25Searcher(root, dense.documents)        # bm25s over the same documents' title + text (kept)
     fused = reciprocal_rank_fusion([dense_ids, bm25_ids])
     rows = result_rows(documents, hits, query)        # rank, doc_id, title, snippet, score
 
@@ -14,6 +14,7 @@ list's top `FUSE_DEPTH`.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,18 +179,51 @@ def active_documents(root: Path) -> dict[str, str]:
     return current_documents(root)
 
 
-class Bm25Searcher:
-    """bm25s (`models.encoders.BM25Ranker`, the evaluation's baseline) over every document's title + text."""
+BM25_STAGE = "bm25-index"
+BM25_CODE_VERSION = "bm25_v1"
 
-    def __init__(self, root: Path, documents: dict[str, str]):
+
+class Bm25Searcher:
+    """bm25s (`models.encoders.BM25Ranker`, the evaluation's baseline) over every document's title + text.
+
+    The index is a stage output of its own (`<root>/bm25-index/<fingerprint>/`, keyed by the documents
+    output), built on the first search and memory-mapped after: a `gur search --bm25` over 100,000
+    documents does not re-tokenize the corpus per query."""
+
+    def __init__(self, root: Path, documents: dict[str, str], log=None):
         from models.encoders import BM25Ranker
-        from tasks.embed.vectors import document_texts
+        from storage.fingerprint import fingerprint
+        from storage.stage_output import StageOutput
 
         self.glob = documents_glob(root, documents)
+        ranker = BM25Ranker()
+        params = {"k1": ranker.k1, "b": ranker.b, "tokens": "word_tokens"}
+        fp = fingerprint(BM25_STAGE, BM25_CODE_VERSION, params, [documents["fingerprint"]])
+        out = StageOutput.open(root, BM25_STAGE, fp, log=log)
+        if out.complete:
+            self.doc_ids = json.loads((out.dir / "doc_ids.json").read_text(encoding="utf-8"))
+            self.ranker = BM25Ranker.load(out.dir / "index", len(self.doc_ids), ranker.k1, ranker.b)
+            return
+        from tasks.embed.vectors import document_texts
+
         docs = read_documents(self.glob)
         self.doc_ids = sorted(docs)
-        self.ranker = BM25Ranker()
-        self.ranker.index(document_texts([docs[d][0] for d in self.doc_ids], [docs[d][1] for d in self.doc_ids]))
+        self.ranker = ranker
+        if not self.doc_ids:
+            return  # nothing to keep: an empty corpus is searched as such
+        ranker.index(document_texts([docs[d][0] for d in self.doc_ids], [docs[d][1] for d in self.doc_ids]))
+        out.dir.mkdir(parents=True, exist_ok=True)
+        ranker.save(out.dir / "index")
+        (out.dir / "doc_ids.json").write_text(json.dumps(self.doc_ids), encoding="utf-8")
+        out.finish(
+            code_version=BM25_CODE_VERSION,
+            config=params,
+            inputs={"documents": documents["path"]},
+            upstream=[documents],
+            tables={},
+            rows={"documents": len(self.doc_ids)},
+            drops={},
+        )
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         query = check_query(query)

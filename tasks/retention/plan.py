@@ -32,7 +32,7 @@ from typing import Any
 from storage.layout import MANIFEST
 
 DATA_STAGES = ("ingest-file", "ingest", "split", "pair", "shuffle", "keywords")
-DERIVED = ("embed", "embed-index")  # recomputable from kept outputs: the newest and the one in use stay
+DERIVED = ("embed", "embed-index", "bm25-index")  # recomputable from kept outputs: the newest and the one in use stay
 HEADS = ("shuffle", "keywords")  # a build: what a flow run ends with
 NOT_STAGES = {"models", "holdout", "prefect-results", "_tmp"}  # top-level folders that hold no stage outputs
 TRASH = ".trash"
