@@ -32,6 +32,7 @@ for until the same deadline.
 from __future__ import annotations
 
 import fcntl
+import fnmatch
 import json
 import logging
 import os
@@ -46,6 +47,7 @@ from pathlib import Path
 
 import duckdb
 
+from storage.atomic import atomic_write_text
 from storage.layout import CATALOG, MANIFEST
 
 log = logging.getLogger(__name__)
@@ -221,19 +223,125 @@ def unsafe_tables(folder: Path, manifest: dict) -> str:
     return ""
 
 
-def _manifests(root: Path) -> dict[Path, dict]:
-    """Every complete output's folder -> its manifest; a manifest whose tables are unsafe is skipped (logged)."""
-    found = {}
-    for path in sorted(root.glob(f"*/*/{MANIFEST}")):
-        manifest = _manifest(path)
-        if manifest is None:
+INDEX = ".catalog-index.json"  # what the last refresh read of each manifest (see `_manifests`)
+INDEX_VERSION = 2
+# What the catalog plans with, and what the night's lookups of earlier outputs match on (the previous build
+# of a folder, a warm start's earlier fit, shards an earlier output already made): never an inventory.
+SLIM_FIELDS = (
+    "tables", "finished_at", "upstream", "inputs", "fingerprint", "rows", "labels",
+    "config_key", "shard_inputs", "settings_key", "corpus",
+)  # fmt: skip
+
+
+def complete_manifests(root: Path, stage: str) -> dict[Path, dict]:
+    """Every complete output of `stage` -> its manifest's `SLIM_FIELDS`, through the index (see `_manifests`):
+    what a stage looks earlier outputs up by, without parsing every manifest's inventory each night."""
+    return _manifests(root, (stage,))
+
+
+def _manifests(root: Path, stages: tuple[str, ...] = ()) -> dict[Path, dict]:
+    """Every complete output's folder -> the manifest fields the catalog reads (`_slim`); a manifest whose
+    tables are unsafe is skipped (logged).
+
+    A root keeps hundreds of outputs and a night refreshes the catalog several times, in several processes:
+    parsing every manifest (inventories of hundreds of files) and globbing every table each time made the
+    refresh grow with the root. `<root>/.catalog-index.json` keeps, per output, the slim fields and the
+    safety verdict, keyed by the manifest's inode, mtime and size and by the mtime of every folder its
+    tables glob in: an output rewritten, or a file added to or removed from a table's folder, is read again.
+    The index is a cache: a missing, stale or unreadable one costs a full read, never a wrong view.
+    `stages`: only those stages' outputs (the index keeps the others' entries)."""
+    memo = _read_index(root)
+    found: dict[Path, dict] = {}
+    index = {rel: e for rel, e in memo.items() if rel.split("/", 1)[0] not in stages} if stages else {}
+    for stage, name in _output_names(root, stages):
+        folder = root / stage / name
+        path = os.path.join(folder, MANIFEST)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # not complete (or gone)
+        rel, key = f"{stage}/{name}", [st.st_ino, st.st_mtime_ns, st.st_size]
+        entry = memo.get(rel)
+        if not (entry and entry.get("key") == key and entry.get("dirs") == _dirs_key(folder, entry.get("slim"))):
+            manifest = _manifest(folder / MANIFEST)
+            if manifest is None:
+                continue
+            slim = _slim(manifest)
+            problem = unsafe_tables(folder, manifest)
+            entry = {"key": key, "dirs": _dirs_key(folder, slim), "slim": slim, "problem": problem}
+        if entry["dirs"] is not None:
+            index[rel] = entry
+        if entry["problem"]:
+            log.warning("catalog: skipping %s: %s", path, entry["problem"])
             continue
-        problem = unsafe_tables(path.parent, manifest)
-        if problem:
-            log.warning("catalog: skipping %s: %s", path, problem)
-            continue
-        found[path.parent] = manifest
+        found[folder] = entry["slim"]
+    if index != memo:
+        _write_index(root, index)
     return found
+
+
+def _output_names(root: Path, stages: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(stage, fingerprint) of every folder two levels down (of `stages` only, when given), in path order
+    (hidden names left out)."""
+    names = []
+    try:
+        found = [e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")]
+    except OSError:
+        return []
+    for stage in found:
+        if stages and stage not in stages:
+            continue
+        try:
+            names += [(stage, e.name) for e in os.scandir(root / stage) if e.is_dir() and not e.name.startswith(".")]
+        except OSError:
+            continue
+    return sorted(names)
+
+
+def _slim(manifest: dict) -> dict:
+    """The fields the catalog plans with; a manifest's inventory (most of its bytes) is left out."""
+    slim = {k: manifest[k] for k in SLIM_FIELDS if k in manifest}
+    config = manifest.get("config")
+    if isinstance(config, dict):
+        slim["config"] = {k: config[k] for k in ("source_name", "method") if k in config}
+    return slim
+
+
+def _dirs_key(folder: Path, slim: dict | None) -> list | None:
+    """The mtime of `folder` and of every folder its tables glob in (None: a glob with a wildcard folder,
+    which is never cached)."""
+    tables = (slim or {}).get("tables", {})
+    if not isinstance(tables, dict):
+        return None
+    dirs = {""}
+    for pattern in tables.values():
+        parent = os.path.dirname(pattern) if isinstance(pattern, str) else "*"
+        if has_magic(parent):
+            return None
+        dirs.add(parent)
+    key = []
+    for d in sorted(dirs):
+        try:
+            key.append(os.stat(os.path.join(folder, d)).st_mtime_ns)
+        except OSError:
+            key.append(None)
+    return key
+
+
+def _read_index(root: Path) -> dict:
+    try:
+        data = json.loads((root / INDEX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data.get("outputs", {}) if isinstance(data, dict) and data.get("version") == INDEX_VERSION else {}
+
+
+def _write_index(root: Path, index: dict) -> None:
+    try:
+        data = {"version": INDEX_VERSION, "outputs": index}
+        atomic_write_text(root / INDEX, json.dumps(data, separators=(",", ":")))
+    except OSError as exc:  # a read-only root: the index is only a cache
+        log.debug("catalog index not written: %s", exc)
 
 
 def _globs(folder: Path, manifest: dict) -> dict[str, Path]:
@@ -390,8 +498,24 @@ def _pointed(root: Path, pointer: str, manifests: dict[Path, dict]) -> dict[str,
 
 
 def _files_exist(globs: list[Path]) -> bool:
-    # A plain name (a run's metrics.parquet) needs one stat, not the glob machinery: hundreds per refresh.
-    return any(os.path.exists(g) if not has_magic(str(g)) else expand(str(g)) for g in globs)
+    return any(_matches_any(str(g)) for g in globs)
+
+
+def _matches_any(glob: str) -> bool:
+    """Whether `glob` matches a file, stopping at the first: a plain name needs one stat, a wildcard only in
+    the file name one folder listing (an assembled folder output holds a shard per file unit, and every view
+    of every kept build is checked at each refresh); other globs the glob machinery."""
+    if not has_magic(glob):
+        return os.path.exists(glob)
+    folder, pattern = os.path.split(glob)
+    if has_magic(folder):
+        return bool(expand(glob))
+    try:
+        with os.scandir(folder) as entries:
+            hidden = pattern.startswith(".")  # as glob: a hidden name only for a pattern that starts with a dot
+            return any(fnmatch.fnmatchcase(e.name, pattern) for e in entries if hidden or not e.name.startswith("."))
+    except OSError:
+        return False
 
 
 def _quote(value: object) -> str:

@@ -6,6 +6,7 @@ then marked done with an empty `_done/NNNNN` file. A shard is finished iff its m
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,14 @@ from storage.atomic import atomic_path, atomic_write_text
 from storage.layout import DONE_DIR, TMP_DIR, done_marker, shard_name
 
 ROW_GROUP_SIZE = 50_000
+
+
+def read_shard(path: Path | str, columns: list[str] | None = None) -> pa.Table:
+    """One Parquet file as a table. `pq.read_table` goes through the dataset layer, about 2 ms a file even
+    for a tiny shard; a night reads every file unit's shard of a folder, so this reads the file directly
+    (the same table, a tenth of the cost)."""
+    with pq.ParquetFile(path) as f:
+        return f.read(columns=columns)
 
 
 def write_shard(
@@ -100,10 +109,14 @@ def sum_shard_stats(out_dir: Path) -> dict[str, int]:
     import json
 
     total: dict[str, int] = {}
-    folder = out_dir / STATS_DIR
-    if folder.exists():
-        for path in sorted(folder.glob("*.json")):
-            for key, value in json.loads(path.read_text(encoding="utf-8")).items():
+    try:
+        names = sorted(e.name for e in os.scandir(out_dir / STATS_DIR) if e.name.endswith(".json"))
+    except FileNotFoundError:
+        return {}
+    folder = os.path.join(out_dir, STATS_DIR)
+    for name in names:  # plain os calls: a night sums every file unit's shards
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            for key, value in json.load(f).items():
                 total[key] = total.get(key, 0) + int(value)
     return dict(sorted(total.items()))
 
@@ -112,15 +125,21 @@ def link_shard(source_dir: Path, source_index: int, out_dir: Path, index: int, t
     """Shard `source_index` of another output becomes shard `index` here (a hard link, see `atomic_link`),
     with its counts when it has them, then its marker: for work whose result is already on disk."""
     from storage.atomic import atomic_link
+    from storage.manifest import note_linked
 
     base, final_dir = (source_dir / table_name, out_dir / table_name) if table_name else (source_dir, out_dir)
-    final = atomic_link(base / shard_name(source_index), final_dir / shard_name(index), tmp_dir=out_dir / TMP_DIR)
+    tmp = out_dir / TMP_DIR
+    source = base / shard_name(source_index)
+    final = atomic_link(source, final_dir / shard_name(index), tmp_dir=tmp)
+    note_linked(source_dir, source)  # the new output's inventory takes its hash from the source's manifest
     prefix = f"{table_name}-" if table_name else ""
-    stats = source_dir / STATS_DIR / f"{prefix}{source_index:05d}.json"
-    if stats.exists():
-        (out_dir / STATS_DIR).mkdir(parents=True, exist_ok=True)
-        atomic_link(stats, out_dir / STATS_DIR / f"{prefix}{index:05d}.json", tmp_dir=out_dir / TMP_DIR)
+    stats = os.path.join(source_dir, STATS_DIR, f"{prefix}{source_index:05d}.json")
+    if os.path.exists(stats):
+        atomic_link(stats, os.path.join(out_dir, STATS_DIR, f"{prefix}{index:05d}.json"), tmp_dir=tmp)
     marker = done_marker(out_dir, index, table_name)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.touch()
+    try:
+        open(marker, "ab").close()
+    except FileNotFoundError:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        open(marker, "ab").close()
     return final

@@ -29,6 +29,21 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.e
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def prefect_console_outlives_capsys():
+    """`gur` sets Prefect's logging up again, and its console handlers keep the stderr of that moment: run
+    under `capsys`, every later test in the process would log into that test's closed buffer. Set up again
+    on the stderr that is current once such a test is over."""
+    yield
+    import logging
+
+    streams = [getattr(h, "stream", None) for h in logging.getLogger().handlers]
+    if any(getattr(s, "closed", False) for s in streams):
+        from prefect.logging.configuration import setup_logging
+
+        setup_logging(incremental=False)
+
+
 @pytest.fixture(scope="session")
 def prefect_harness():
     """One temporary Prefect server for the whole run (about 15 s); request it only in flow tests."""

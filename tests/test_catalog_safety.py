@@ -75,3 +75,41 @@ def test_keywords_takes_a_fingerprint_only(tmp_path, capsys, value):
     assert main(["--root", str(tmp_path), "train", "--method", "tfcsg", "--keywords", value]) == 1
     assert "is not a fingerprint" in capsys.readouterr().err
     assert not (tmp_path / ".prefect").exists()  # refused before anything started
+
+
+def test_the_manifest_index_never_outlives_what_it_describes(tmp_path, caplog):
+    """`.catalog-index.json` spares a refresh re-reading unchanged manifests; every change it could hide is
+    seen: a rewritten manifest, a link planted in a table's folder after a refresh, a damaged index."""
+    from storage.catalog import INDEX, INDEX_VERSION
+
+    root, outside = tmp_path / "data", tmp_path / "outside"
+    outside.mkdir()
+    pq.write_table(pa.table({"secret": ["s3cr3t"] * 5}), outside / "part-00000.parquet")
+    good = stage(root, "good", {"good_rows": "part-*.parquet"})
+    sub = stage(root, "sub", {"sub_rows": "rows/part-*.parquet"})
+    (sub / "rows").mkdir()
+    pq.write_table(pa.table({"x": [1, 2, 3]}), sub / "rows" / "part-00000.parquet")
+    refresh_catalog(root)
+    index = json.loads((root / INDEX).read_text())["outputs"]
+    assert set(index) == {"good/0123456789abcdef", "sub/0123456789abcdef"}
+    assert views(root) == {"good_rows": 2, "sub_rows": 3}
+
+    # The same path, another manifest (an output deleted and made again): its new tables are read.
+    manifest = good / "_manifest.json"
+    manifest.write_text(json.dumps({"stage": "good", "tables": {"renamed": "part-*.parquet"}, "finished_at": 2.0}))
+    refresh_catalog(root)
+    assert views(root) == {"renamed": 2, "sub_rows": 3}
+
+    # A link out of the root planted in a table's sub-folder after the verdict was cached: skipped again.
+    (sub / "rows" / "part-00001.parquet").symlink_to(outside / "part-00000.parquet")
+    with caplog.at_level(logging.WARNING, logger="storage.catalog"):
+        refresh_catalog(root)
+    assert views(root) == {"renamed": 2}
+    assert "leads outside" in caplog.text
+
+    # A damaged index is a full read, not an error.
+    (sub / "rows" / "part-00001.parquet").unlink()
+    (root / INDEX).write_text("{not json")
+    refresh_catalog(root)
+    assert views(root) == {"renamed": 2, "sub_rows": 3}
+    assert json.loads((root / INDEX).read_text())["version"] == INDEX_VERSION

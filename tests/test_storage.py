@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -148,3 +149,49 @@ def test_content_signature_follows_bytes_not_times(tmp_path):
     os.utime(f, ns=(1, 1))
     assert content_signature(tmp_path / "set") != before
     assert content_signature(f)[0][:2] == ["queries.tsv", 9]
+
+
+def test_a_linked_shard_takes_its_hash_from_the_source_manifest(tmp_path, monkeypatch):
+    """A night links every unit's shards into new outputs: their inventory reuses the source's listed
+    SHA-256 (same inode, size and mtime) instead of reading the bytes again, and is the same inventory."""
+    import storage.manifest as manifest_mod
+    from storage.manifest import inventory, read_manifest
+    from storage.shards import link_shard, read_shard
+
+    source, linked = tmp_path / "unit", tmp_path / "assembled"
+    write_shard(source, 0, pa.table({"v": [1, 2, 3]}))
+    write_shard_stats(source, 0, {"rows": 3})
+    write_manifest(source, {"files": inventory(source)})
+    manifest_mod._HASHES.clear()  # a new process: only the manifest knows the hash
+    hashed = []
+    real = manifest_mod.sha256_file
+    monkeypatch.setattr(manifest_mod, "sha256_file", lambda p: hashed.append(Path(p).name) or real(p))
+    link_shard(source, 0, linked, 4)
+    listed = inventory(linked)
+    assert listed["part-00004.parquet"] == read_manifest(source)["files"]["part-00000.parquet"]
+    assert "part-00004.parquet" not in hashed  # the shard's bytes were not read again
+    assert read_shard(linked / "part-00004.parquet").column("v").to_pylist() == [1, 2, 3]
+    # A file replaced under the same name is a new inode: hashed from its bytes.
+    write_shard(linked, 4, pa.table({"v": [9]}))
+    assert inventory(linked)["part-00004.parquet"]["sha256"] == real(linked / "part-00004.parquet")
+    assert "part-00004.parquet" in hashed
+
+
+def test_the_catalogs_file_check_agrees_with_glob(tmp_path):
+    """`_matches_any` (one listing, first match) against `glob.glob`, the reference, on names a data root
+    holds: shards, hidden temporaries, sub-folders, plain names, classes, missing folders."""
+    from glob import glob
+
+    from storage.catalog import _matches_any
+
+    for name in ("part-00000.parquet", ".part-00001.parquet.1a2b", "metrics.parquet", "report.md"):
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "topics").mkdir()
+    (tmp_path / "topics" / "part-00000.parquet").write_bytes(b"x")
+    patterns = [
+        "part-*.parquet", "x-*.parquet", ".part-*", "*/part-*.parquet", "metrics.parquet", "gone.parquet",
+        "nope/part-*", "[p]art-0000?.parquet", "*", "topic?", "topics/part-*.parquet", "*.md", "*.json",
+    ]  # fmt: skip
+    for pattern in patterns:
+        glob_path = str(tmp_path / pattern)
+        assert _matches_any(glob_path) == bool(glob(glob_path)), pattern

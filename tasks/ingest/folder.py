@@ -29,13 +29,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import xxhash
 
 from storage.fingerprint import canonical_json, fingerprint
 from storage.layout import stage_dir
 from storage.manifest import is_complete
-from storage.shards import finished_shards, link_shard, sum_shard_stats, write_shard
+from storage.shards import finished_shards, link_shard, read_shard, sum_shard_stats, write_shard
 from storage.stage_output import StageOutput
 from tasks.ingest.documents import REJECTS_SCHEMA, IngestConfig, write_documents
 from tasks.ingest.readers import CorpusError, CorpusFile, corpus_files, file_format, read_member
@@ -186,11 +185,11 @@ def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: s
         counts = sum_shard_stats(unit_dir)  # documents, rejects, reject:<reason>
         dropped = 0
         for shard in finished_shards(unit_dir):
-            keep = _first_copies(pq.read_table(shard, columns=["doc_id"]).column("doc_id").to_pylist(), seen)
+            keep = _first_copies(read_shard(shard, ["doc_id"]).column("doc_id").to_pylist(), seen)
             if all(keep):
                 link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, index)
             else:
-                table = pq.read_table(shard)
+                table = read_shard(shard)
                 kept = table.filter(pa.array(keep))
                 _duplicate_rejects(table.filter(pc.invert(pa.array(keep))), source, duplicate_rows)
                 dropped += table.num_rows - kept.num_rows

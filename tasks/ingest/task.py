@@ -132,16 +132,21 @@ def ingest_folder(folder: Path, config: IngestConfig, root: str, workers: int, l
 
 
 def previous_folder_build(root: Path, folder: str, fingerprint: str) -> dict | None:
-    """The newest complete ingest of the same folder other than `fingerprint` (what the night adds to)."""
+    """The newest complete ingest of the same folder other than `fingerprint` (what the night adds to): found
+    through the manifest index, then only its manifest read whole."""
+    from storage.catalog import complete_manifests
+
     best = None
-    for path in (root / "ingest").glob(f"*/{MANIFEST}"):
-        try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
+    for out_dir, manifest in complete_manifests(root, "ingest").items():
         inputs = manifest.get("inputs") or {}
-        if inputs.get("kind") != "folder" or inputs.get("path") != folder or manifest["fingerprint"] == fingerprint:
+        same = inputs.get("kind") == "folder" and inputs.get("path") == folder
+        if not same or manifest.get("fingerprint") == fingerprint:
             continue
-        if best is None or manifest.get("finished_at", 0) > best.get("finished_at", 0):
-            best = manifest
-    return best
+        if best is None or manifest.get("finished_at", 0) > best[1].get("finished_at", 0):
+            best = (out_dir, manifest)
+    if best is None:
+        return None
+    try:
+        return json.loads((best[0] / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None

@@ -105,6 +105,7 @@ def _jieba() -> Any:
     return jieba
 
 
+@functools.cache  # package versions: importlib.metadata scans site-packages on every call
 def tokenizer_fingerprint() -> str:
     """The tokenizer version plus the versions of the segmenter and stopword lists it depends on; put it
     in a stage fingerprint so that upgrading one of them recomputes the keywords."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from storage.fingerprint import fingerprint
-from storage.layout import MANIFEST, TMP_DIR, data_root
+from storage.layout import TMP_DIR, data_root
 from storage.progress import current_logger
-from storage.shards import finished_shards, sweep_temporaries, write_shard
+from storage.shards import finished_shards, read_shard, sweep_temporaries, write_shard
 from storage.stage_output import StageOutput, ref_complete, ref_dir, ref_manifest
 from tasks.keywords.coherence import plot_sweep, summarize_sweep, sweep_k
 from tasks.keywords.filter import (
@@ -62,13 +61,11 @@ def prior_fit(root: Path, source: dict[str, str], config: KeywordsConfig, corpus
     (`corpus`, its input path): what a warm start begins from. None when there is none, or warm start is off."""
     if not config.warm_start:
         return None
+    from storage.catalog import complete_manifests
+
     key = settings_key(config)
     best = None
-    for path in (root / "keywords").glob(f"*/{MANIFEST}"):
-        try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
+    for manifest in complete_manifests(root, "keywords").values():
         upstream = (manifest.get("upstream") or [{}])[0]
         if manifest.get("settings_key") != key or upstream.get("fingerprint") == source["fingerprint"]:
             continue
@@ -96,7 +93,7 @@ def prior_topics(root: Path, prior: dict[str, Any]) -> dict[tuple[str, int], int
     folder = root / "keywords" / prior["fingerprint"]
     topics: dict[tuple[str, int], int] = {}
     for shard in finished_shards(folder):
-        table = pq.read_table(shard, columns=["doc_id", "sent_id", "topic"])
+        table = read_shard(shard, ["doc_id", "sent_id", "topic"])
         for doc_id, sent_id, topic in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
             if topic is not None:
                 topics[(doc_id, sent_id)] = topic
@@ -105,7 +102,7 @@ def prior_topics(root: Path, prior: dict[str, Any]) -> dict[tuple[str, int], int
 
 def read_texts(root, source: dict[str, str]) -> pa.Table:
     """(doc_id, sent_id, text) from a `split` output (sentences) or an `ingest` output (one row per document)."""
-    tables = [pq.read_table(p) for p in finished_shards(ref_dir(root, source))]
+    tables = [read_shard(p) for p in finished_shards(ref_dir(root, source))]
     table = pa.concat_tables(tables) if tables else pa.table({"doc_id": [], "text": []})
     if "sent_id" not in table.column_names:
         table = table.append_column("sent_id", pa.array([0] * table.num_rows, pa.int32()))

@@ -8,6 +8,7 @@ from typing import Any
 
 from storage.fingerprint import fingerprint
 from storage.progress import current_logger
+from storage.shards import read_shard
 from storage.stage_output import ref_complete, ref_dir, ref_manifest
 from tasks.nightly.config import NightlyConfig
 from tasks.nightly.significance import PairedTest
@@ -20,12 +21,10 @@ def metric_key(row: dict[str, Any]) -> str:
 
 
 def metrics_by_model(root: Path, metrics_ref: dict[str, str]) -> dict[str, dict[str, float]]:
-    import pyarrow.parquet as pq
-
     rows = [
         row
         for path in sorted(ref_dir(root, metrics_ref).glob("part-*.parquet"))
-        for row in pq.read_table(path).to_pylist()
+        for row in read_shard(path).to_pylist()
     ]
     out: dict[str, dict[str, float]] = {}
     for row in rows:
@@ -42,7 +41,6 @@ def primary_evidence(
     scored different texts), the candidate's overlap with its training input (None: unknown) and the
     suite's texts fingerprint."""
     import numpy as np
-    import pyarrow.parquet as pq
 
     from tasks.evaluate.suite import DatasetSpec
     from tasks.evaluate.task import QUERIES
@@ -58,7 +56,7 @@ def primary_evidence(
         values: dict[int, float] = {}
         path = ref_dir(root, ref) / QUERIES
         if path.exists():
-            for row in pq.read_table(path).to_pylist():
+            for row in read_shard(path).to_pylist():
                 if row["task"] == task and row["metric"] == metric and row["k"] == (int(k) if k else None):
                     values[row["query"]] = row["value"]
         found[model] = (manifest, values)

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from storage.shards import write_shard, write_shard_stats
+from storage.shards import read_shard, write_shard, write_shard_stats
 from tasks.evaluate.data import is_held_out
 from tasks.pair.candidates import PairConfig
 from tasks.pair.table import _grouped, pair_table
@@ -81,7 +80,7 @@ def pair_shard(
 ) -> dict[str, int]:
     """Documents never straddle shards (split writes shard i from documents shard i); `report(n)`
     is called with the sentences done, piece by piece (those of held-out documents when they are dropped)."""
-    sentences = pq.read_table(in_path, columns=["doc_id", "sent_id", "is_title", "text", "norm"])
+    sentences = read_shard(in_path, ["doc_id", "sent_id", "is_title", "text", "norm"])
     n_read = sentences.num_rows
     sentences, held_out = drop_held_out(sentences, config.holdout_percent)
     if report and sentences.num_rows < n_read:

@@ -124,12 +124,12 @@ def train_dir_of(export: str, root: Path) -> str | None:
 
 def judged_candidates(root: Path) -> list[tuple[float, str, str]]:
     """(time, decision, train output) of every candidate a night promoted or refused, oldest first."""
-    import pyarrow.parquet as pq
+    from storage.shards import read_shard
 
     folder = root / "models" / "promotions"
     rows = []
     for part in sorted(folder.glob("part-*.parquet")):
-        for row in pq.read_table(part, columns=["created_at", "decision", "candidate"]).to_pylist():
+        for row in read_shard(part, ["created_at", "decision", "candidate"]).to_pylist():
             train = train_dir_of(row["candidate"] or "", root)
             if train and row["decision"] in ("promoted", "refused"):
                 rows.append((row["created_at"].timestamp(), row["decision"], train))

@@ -14,7 +14,6 @@ same bytes as a cold build, shard for shard.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from storage.fingerprint import fingerprint
-from storage.layout import MANIFEST
 from storage.progress import Progress
 from storage.shards import finished_shards, link_shard, shard_done, sum_shard_stats
 from storage.stage_output import StageOutput, ref_dir, ref_manifest
@@ -48,21 +46,24 @@ def input_hashes(manifest: dict[str, Any], base: Path, shards: list[Path]) -> li
     return [(listed.get(shard.relative_to(base).as_posix()) or {}).get("sha256") for shard in shards]
 
 
-def reusable_shards(root: Path, stage: str, config_key: str) -> dict[str, tuple[Path, int]]:
+def reusable_shards(
+    root: Path, stage: str, config_key: str, wanted: set[str] | None = None
+) -> dict[str, tuple[Path, int]]:
     """Input SHA-256 -> (output folder, shard index) over every complete output of `stage` made with the
-    same code and config (`config_key`), newest last so it wins."""
+    same code and config (`config_key`), the newest output that has it. `wanted`: only these inputs (a
+    night asks for one folder's shards; every kept output lists all of its own)."""
+    from storage.catalog import complete_manifests
+
     found: list[tuple[float, Path, dict]] = []
-    for path in (root / stage).glob(f"*/{MANIFEST}"):
-        try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
+    for folder, manifest in complete_manifests(root, stage).items():  # the index: no inventory parsed
         if manifest.get("config_key") == config_key and manifest.get("shard_inputs"):
-            found.append((float(manifest.get("finished_at", 0.0)), path.parent, manifest["shard_inputs"]))
+            found.append((float(manifest.get("finished_at", 0.0)), folder, manifest["shard_inputs"]))
     index: dict[str, tuple[Path, int]] = {}
-    for _, folder, inputs in sorted(found, key=lambda item: (item[0], item[1].name)):
+    for _, folder, inputs in sorted(found, key=lambda item: (item[0], item[1].name), reverse=True):
         for i, sha in enumerate(inputs):
-            if sha is not None and shard_done(folder, i):
+            if sha is None or sha in index or (wanted is not None and sha not in wanted):
+                continue
+            if shard_done(folder, i):
                 index[sha] = (folder, i)
     return index
 
@@ -98,7 +99,8 @@ def run_shard_stage(
     shards = finished_shards(upstream_dir)
     hashes = input_hashes(upstream_manifest, upstream_dir, shards)
     config_key = fingerprint(stage.name, stage.code_version, config)
-    linked = link_reusable(out.dir, hashes, reusable_shards(out.root, stage.name, config_key))
+    wanted = {sha for sha in hashes if sha is not None}
+    linked = link_reusable(out.dir, hashes, reusable_shards(out.root, stage.name, config_key, wanted))
     described = stage.describe(config)
     extra = f", {described}" if described else ""
     logger.info(

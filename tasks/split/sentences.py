@@ -172,11 +172,9 @@ def split_shard(
 
     Documents are split `PIECE_DOCUMENTS` at a time, with `report(documents)` after each piece.
     """
-    import pyarrow.parquet as pq
+    from storage.shards import read_shard, write_shard, write_shard_stats
 
-    from storage.shards import write_shard, write_shard_stats
-
-    docs = pq.read_table(in_path, columns=["doc_id", "title", "text"])
+    docs = read_shard(in_path, ["doc_id", "title", "text"])
     tables, counts = [], {}
     for start in range(0, max(docs.num_rows, 1), PIECE_DOCUMENTS):
         piece = docs.slice(start, PIECE_DOCUMENTS)
