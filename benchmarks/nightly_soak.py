@@ -17,7 +17,8 @@ final folder (one build-pairs, one night) in an empty root, `gur verify` over th
 targets: root after the last night at most 2x what its kept builds and models occupy (the outputs retention
 keeps for the newest builds, their inputs and derived embeddings, the held-out split, and the runs that keep
 their weights: each byte-identical to what a cold build of the same folder writes); the last night's data
-CPU at most 1.25x night 10's; no failed night. The root against one cold night is printed too.
+CPU at most 1.25x night 10's (and, as one night's CPU varies by a third on a shared VM, the same ratio on the
+medians of the five nights around each); no failed night. The root against one cold night is printed too.
 """
 
 from __future__ import annotations

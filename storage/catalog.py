@@ -165,6 +165,9 @@ def _previous_main(path: Path, deadline: float) -> dict[str, str]:
     block this; an open read-write session does, and is waited for until the deadline."""
     if not path.exists():
         return {}
+    remembered = _remembered_main(path)
+    if remembered is not None:
+        return remembered
     while True:
         try:
             con = duckdb.connect(str(path), read_only=True)
@@ -183,6 +186,34 @@ def _previous_main(path: Path, deadline: float) -> dict[str, str]:
     finally:
         con.close()
     return dict(rows)
+
+
+MAIN = ".catalog-main.json"  # what `main` shows, beside the catalog file it was written with
+
+
+def _remembered_main(path: Path) -> dict[str, str] | None:
+    """`main`'s builds as the last refresh recorded them, when the catalog is still the file it wrote (same
+    inode, mtime and size); None otherwise. Opening the catalog to ask costs more each night: DuckDB loads
+    every view, and the record views list a file per evaluation and run the root ever kept."""
+    try:
+        data = json.loads((path.parent / MAIN).read_text(encoding="utf-8"))
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("catalog") != [st.st_ino, st.st_mtime_ns, st.st_size]:
+        return None
+    main = data.get("main")
+    return main if isinstance(main, dict) else None
+
+
+def _remember_main(path: Path, main: dict[str, str]) -> None:
+    try:
+        st = os.stat(path)
+        atomic_write_text(
+            path.parent / MAIN, json.dumps({"catalog": [st.st_ino, st.st_mtime_ns, st.st_size], "main": main})
+        )
+    except OSError as exc:  # only a shortcut: the next refresh opens the catalog instead
+        log.debug("%s not written: %s", MAIN, exc)
 
 
 def _manifest(path: Path) -> dict | None:
@@ -635,6 +666,7 @@ def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S
         stale_wal = path.with_name(path.name + ".wal")  # of a session that was killed (a live one holds the lock)
         stale_wal.unlink(missing_ok=True)
         os.replace(tmp, path)
+        _remember_main(path, plan.main_builds)
     return plan
 
 

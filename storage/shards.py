@@ -121,21 +121,27 @@ def sum_shard_stats(out_dir: Path) -> dict[str, int]:
     return dict(sorted(total.items()))
 
 
-def link_shard(source_dir: Path, source_index: int, out_dir: Path, index: int, table_name: str = "") -> Path:
+def link_shard(
+    source_dir: Path, source_index: int, out_dir: Path, index: int, table_name: str = "", fresh: bool = False
+) -> Path:
     """Shard `source_index` of another output becomes shard `index` here (a hard link, see `atomic_link`),
-    with its counts when it has them, then its marker: for work whose result is already on disk."""
+    with its counts when it has them, then its marker: for work whose result is already on disk. `fresh`:
+    `out_dir` was emptied for this run and is rebuilt from the start if interrupted (a folder's assembly),
+    so nothing is replaced and a plain link will do (half the calls, for every file unit, every night)."""
     from storage.atomic import atomic_link
     from storage.manifest import note_linked
 
     base, final_dir = (source_dir / table_name, out_dir / table_name) if table_name else (source_dir, out_dir)
     tmp = out_dir / TMP_DIR
+    link = _plain_link if fresh else lambda src, dst: atomic_link(src, dst, tmp_dir=tmp)
     source = base / shard_name(source_index)
-    final = atomic_link(source, final_dir / shard_name(index), tmp_dir=tmp)
+    final = final_dir / shard_name(index)
+    link(source, final)
     note_linked(source_dir, source)  # the new output's inventory takes its hash from the source's manifest
     prefix = f"{table_name}-" if table_name else ""
     stats = os.path.join(source_dir, STATS_DIR, f"{prefix}{source_index:05d}.json")
     if os.path.exists(stats):
-        atomic_link(stats, os.path.join(out_dir, STATS_DIR, f"{prefix}{index:05d}.json"), tmp_dir=tmp)
+        link(stats, os.path.join(out_dir, STATS_DIR, f"{prefix}{index:05d}.json"))
     marker = done_marker(out_dir, index, table_name)
     try:
         open(marker, "ab").close()
@@ -143,3 +149,20 @@ def link_shard(source_dir: Path, source_index: int, out_dir: Path, index: int, t
         marker.parent.mkdir(parents=True, exist_ok=True)
         open(marker, "ab").close()
     return final
+
+
+def _plain_link(source: str | os.PathLike, path: str | os.PathLike) -> None:
+    """A hard link (a copy where the filesystem has none) into a folder nothing else writes to."""
+    for attempt in (0, 1):
+        try:
+            os.link(source, path)
+            return
+        except FileNotFoundError:
+            if attempt or not os.path.exists(source):
+                raise
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        except FileExistsError:
+            raise  # the folder was not fresh after all: never overwrite
+        except OSError:  # another filesystem, or one without hard links
+            shutil.copyfile(source, path)
+            return

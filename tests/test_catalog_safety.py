@@ -113,3 +113,27 @@ def test_the_manifest_index_never_outlives_what_it_describes(tmp_path, caplog):
     refresh_catalog(root)
     assert views(root) == {"renamed": 2, "sub_rows": 3}
     assert json.loads((root / INDEX).read_text())["version"] == INDEX_VERSION
+
+
+def test_main_is_remembered_only_for_the_catalog_file_it_was_written_with(tmp_path):
+    """`.catalog-main.json` spares a refresh opening the old catalog to learn what `main` showed; a catalog
+    written otherwise (another tool, another version) is asked instead."""
+    from storage.catalog import CATALOG, MAIN, _previous_main, _remembered_main
+
+    root = tmp_path / "data"
+    head = stage(root, "keywords", {"keywords": "part-*.parquet"})
+    manifest = json.loads((head / "_manifest.json").read_text())
+    (head / "_manifest.json").write_text(json.dumps({**manifest, "rows": {"keywords": 2}}))
+    refresh_catalog(root)
+    path = root / CATALOG
+    assert _remembered_main(path) == _previous_main_from_db(path) == {"keywords": "keywords/0123456789abcdef"}
+    assert json.loads((root / MAIN).read_text())["main"] == _remembered_main(path)
+    with duckdb.connect(str(path)) as con:  # a read-write session changes the file
+        con.execute("CREATE TABLE mine AS SELECT 1 AS x")
+    assert _remembered_main(path) is None
+    assert _previous_main(path, deadline=0) == _previous_main_from_db(path)
+
+
+def _previous_main_from_db(path: Path) -> dict:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return dict(con.execute("SELECT kind, output FROM builds WHERE in_main").fetchall())

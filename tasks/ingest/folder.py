@@ -187,7 +187,7 @@ def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: s
         for shard in finished_shards(unit_dir):
             keep = _first_copies(read_shard(shard, ["doc_id"]).column("doc_id").to_pylist(), seen)
             if all(keep):
-                link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, index)
+                link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, index, fresh=True)
             else:
                 table = read_shard(shard)
                 kept = table.filter(pa.array(keep))
@@ -196,7 +196,7 @@ def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: s
                 write_shard(out_dir, index, kept)
             index += 1
         for shard in finished_shards(unit_dir, "rejects"):
-            link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, rejects_index, "rejects")
+            link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, rejects_index, "rejects", fresh=True)
             rejects_index += 1
         reasons = {k.removeprefix("reject:"): v for k, v in counts.items() if k.startswith("reject:")}
         if dropped:

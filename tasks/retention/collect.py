@@ -87,9 +87,9 @@ def du_report(root: Path, config: RetentionConfig) -> str:
         kept = sum(k.startswith(f"{stage}/") for k in the_plan.keep)
         size, frees = human(size_of(folders)), human(freeable.get(stage, 0))
         lines.append(f"{stage:<14} {len(folders):>8} {size:>10} {kept:>6} {frees:>10}")
-    from storage.catalog import INDEX
+    from storage.catalog import INDEX, MAIN
 
-    other = [p for p in (root / "models", root / "catalog.duckdb", root / INDEX) if p.exists()]
+    other = [p for p in (root / "models", root / "catalog.duckdb", root / INDEX, root / MAIN) if p.exists()]
     lines.append(f"{'models, catalog':<14} {'':>8} {human(size_of(other)):>10}")
     lines += ["", "kept, and why (builds, models and splits; their inputs are kept with them):"]
     for path, why in sorted(the_plan.keep.items()):
