@@ -71,14 +71,7 @@ def atomic_link(source: str | os.PathLike, path: str | os.PathLike, tmp_dir: str
     final = os.fspath(path)
     folder = os.fspath(tmp_dir) if tmp_dir is not None else os.path.dirname(final)
     tmp = os.path.join(folder, f".{os.path.basename(final)}.{uuid.uuid4().hex[:12]}")
-    for attempt in (0, 1):
-        try:
-            _link_or_copy(source, tmp)
-            break
-        except FileNotFoundError:
-            if attempt or not os.path.exists(source):
-                raise
-            os.makedirs(folder, exist_ok=True)  # the first link into a new output
+    link_or_copy(source, tmp)
     try:
         try:
             os.replace(tmp, final)
@@ -91,10 +84,19 @@ def atomic_link(source: str | os.PathLike, path: str | os.PathLike, tmp_dir: str
     return Path(final)
 
 
-def _link_or_copy(source: str | os.PathLike, tmp: str) -> None:
-    try:
-        os.link(source, tmp)
-    except FileNotFoundError:
-        raise
-    except OSError:  # another filesystem, or one without hard links
-        shutil.copyfile(source, tmp)
+def link_or_copy(source: str | os.PathLike, path: str | os.PathLike) -> None:
+    """A hard link at `path` (a copy where the filesystem has none), its folder made on the first link into
+    it. Not atomic and never overwrites (FileExistsError): for temporaries and for folders this run emptied."""
+    for attempt in (0, 1):
+        try:
+            os.link(source, path)
+            return
+        except FileNotFoundError:
+            if attempt or not os.path.exists(source):
+                raise
+            os.makedirs(os.path.dirname(os.fspath(path)), exist_ok=True)
+        except FileExistsError:
+            raise
+        except OSError:  # another filesystem, or one without hard links
+            shutil.copyfile(source, path)
+            return

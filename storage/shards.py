@@ -128,12 +128,12 @@ def link_shard(
     with its counts when it has them, then its marker: for work whose result is already on disk. `fresh`:
     `out_dir` was emptied for this run and is rebuilt from the start if interrupted (a folder's assembly),
     so nothing is replaced and a plain link will do (half the calls, for every file unit, every night)."""
-    from storage.atomic import atomic_link
+    from storage.atomic import atomic_link, link_or_copy
     from storage.manifest import note_linked
 
     base, final_dir = (source_dir / table_name, out_dir / table_name) if table_name else (source_dir, out_dir)
     tmp = out_dir / TMP_DIR
-    link = _plain_link if fresh else lambda src, dst: atomic_link(src, dst, tmp_dir=tmp)
+    link = link_or_copy if fresh else lambda src, dst: atomic_link(src, dst, tmp_dir=tmp)
     source = base / shard_name(source_index)
     final = final_dir / shard_name(index)
     link(source, final)
@@ -149,20 +149,3 @@ def link_shard(
         marker.parent.mkdir(parents=True, exist_ok=True)
         open(marker, "ab").close()
     return final
-
-
-def _plain_link(source: str | os.PathLike, path: str | os.PathLike) -> None:
-    """A hard link (a copy where the filesystem has none) into a folder nothing else writes to."""
-    for attempt in (0, 1):
-        try:
-            os.link(source, path)
-            return
-        except FileNotFoundError:
-            if attempt or not os.path.exists(source):
-                raise
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        except FileExistsError:
-            raise  # the folder was not fresh after all: never overwrite
-        except OSError:  # another filesystem, or one without hard links
-            shutil.copyfile(source, path)
-            return

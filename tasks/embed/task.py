@@ -54,8 +54,7 @@ def embed_stage(
     shards = finished_shards(upstream_dir)
     hashes = input_hashes(upstream_manifest, upstream_dir, shards)
     config_key = fingerprint(STAGE, EMBED_CODE_VERSION, config.key())
-    wanted = {sha for sha in hashes if sha is not None}
-    linked = link_reusable(out.dir, hashes, reusable_shards(out.root, STAGE, config_key, wanted))
+    linked = link_reusable(out.dir, hashes, reusable_shards(out.root, STAGE, config_key, hashes))
     logger.info(
         "embed: %d %s shards (%d already embedded from the same bytes by this model) with %s -> %s",
         len(shards),

@@ -15,7 +15,7 @@ same bytes as a cold build, shard for shard.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,13 +47,14 @@ def input_hashes(manifest: dict[str, Any], base: Path, shards: list[Path]) -> li
 
 
 def reusable_shards(
-    root: Path, stage: str, config_key: str, wanted: set[str] | None = None
+    root: Path, stage: str, config_key: str, wanted: Iterable[str | None] | None = None
 ) -> dict[str, tuple[Path, int]]:
     """Input SHA-256 -> (output folder, shard index) over every complete output of `stage` made with the
     same code and config (`config_key`), the newest output that has it. `wanted`: only these inputs (a
     night asks for one folder's shards; every kept output lists all of its own)."""
     from storage.catalog import complete_manifests
 
+    wanted = None if wanted is None else set(wanted)
     found: list[tuple[float, Path, dict]] = []
     for folder, manifest in complete_manifests(root, stage).items():  # the index: no inventory parsed
         if manifest.get("config_key") == config_key and manifest.get("shard_inputs"):
@@ -99,8 +100,7 @@ def run_shard_stage(
     shards = finished_shards(upstream_dir)
     hashes = input_hashes(upstream_manifest, upstream_dir, shards)
     config_key = fingerprint(stage.name, stage.code_version, config)
-    wanted = {sha for sha in hashes if sha is not None}
-    linked = link_reusable(out.dir, hashes, reusable_shards(out.root, stage.name, config_key, wanted))
+    linked = link_reusable(out.dir, hashes, reusable_shards(out.root, stage.name, config_key, hashes))
     described = stage.describe(config)
     extra = f", {described}" if described else ""
     logger.info(
