@@ -377,6 +377,15 @@ def product_run(cfg: Any) -> Stepper:
     return Stepper(run, runner, autocast_for(ranks.device, cfg.dtype), ranks.device)
 
 
+def stage_fn(stage_task: Any, *args: Any, **kwargs: Any) -> Any:
+    """A stage task's function called outside a flow; returns its reference, also when it reused its output
+    (then the function returns a `Cached` state: a second run on the same work folder)."""
+    from prefect.states import State
+
+    result = stage_task.fn(*args, **kwargs)
+    return result.result() if isinstance(result, State) else result
+
+
 def free_memory() -> None:
     import torch
 
@@ -663,8 +672,8 @@ def question_inputs(ctx: Ctx) -> tuple[Path, Any, int]:
     train_file = write_training_file(train_rows, ctx.work / "stackoverflow" / f"dev-train-{len(train_rows)}.tsv")
     params = MineKeywordsParams(input_path=str(train_file), text_field="title", title_field="", k=30)
     reader = ReaderConfig(**config_values(params, ReaderConfig))
-    documents = ingest.fn(str(train_file), IngestConfig(reader), str(ctx.work), workers=ctx.args.workers)
-    found = keywords.fn(documents, keywords_config(params), str(ctx.work), dask="")
+    documents = stage_fn(ingest, str(train_file), IngestConfig(reader), str(ctx.work), workers=ctx.args.workers)
+    found = stage_fn(keywords, documents, keywords_config(params), str(ctx.work), dask="")
     return ref_dir(ctx.work, found), scored, len(train_rows)
 
 
@@ -1075,11 +1084,11 @@ def build_shards(ctx: Ctx, corpus: Path) -> tuple[Path, dict[str, int]]:
 
     configs = stage_configs(input_path=str(corpus), holdout_percent=HELD_OUT_PERCENT)
     root, workers = str(ctx.work), ctx.args.workers
-    documents = ingest.fn(str(corpus), configs.ingest, root, workers=workers)
+    documents = stage_fn(ingest, str(corpus), configs.ingest, root, workers=workers)
     require_documents(ctx.work, documents, False)
-    sentences = split.fn(documents, configs.split, root, workers=workers)
-    pairs = pair.fn(sentences, configs.pair, root, workers=workers)
-    shards = shuffle.fn(pairs, configs.shuffle, root)
+    sentences = stage_fn(split, documents, configs.split, root, workers=workers)
+    pairs = stage_fn(pair, sentences, configs.pair, root, workers=workers)
+    shards = stage_fn(shuffle, pairs, configs.shuffle, root)
     rows = {
         "documents": ref_manifest(ctx.work, documents)["rows"].get("documents", 0),
         "sentences": ref_manifest(ctx.work, sentences)["rows"].get("sentences", 0),

@@ -53,7 +53,8 @@ def random_batch(seed: int, rows: int = 6, width: int = 40, label_width: int = 1
 
 def outputs_and_grads(model: GurModel, batch: dict, grads: bool = True):
     out = model(batch["input_ids"], batch["attention_mask"], labels=batch["labels"])
-    loss = out["lm_loss"] + (out["embeddings"] * torch.linspace(-1, 1, out["embeddings"].shape[-1])).sum()
+    emb = out["embeddings"]
+    loss = out["lm_loss"] + (emb * torch.linspace(-1, 1, emb.shape[-1], device=emb.device)).sum()
     if not grads:
         return out, {}
     loss.backward()
