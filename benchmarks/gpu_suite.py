@@ -530,6 +530,8 @@ def part_throughput(ctx: Ctx, clock: Clock, part: Part) -> None:
     step_guess, compile_guess = 1.0, sz.compile_s  # seconds, until measured
     try:
         for attention, packing, fused, compiled, why in THROUGHPUT_ROWS:
+            if ctx.args.compiled_only and not compiled:
+                continue
             key = (attention, packing, fused, compiled)
             label = f"{attention}, packing {'on' if packing else 'off'}, fused head {'on' if fused else 'off'}, "
             label += "compiled" if compiled else "not compiled"
@@ -1336,6 +1338,11 @@ def parser() -> argparse.ArgumentParser:
         default="auto",
         help="GUR from scratch: a Sphinx HTML folder or a MediaWiki dump (default: python3-doc's HTML if installed "
         "under /usr/share/doc/python3*/html, else the demo's Wikipedia sample)",
+    )
+    p.add_argument(
+        "--compiled-only",
+        action="store_true",
+        help="throughput: the torch.compile rows only (the first window measured the others: docs/gpu.md)",
     )
     p.add_argument(
         "--mpnet", default="auto", help="all-mpnet-base-v2 folder (default: from `./run.sh mpnet`'s wheels)"
