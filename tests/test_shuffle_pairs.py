@@ -191,6 +191,30 @@ def test_no_pairs_gives_one_empty_shard_per_bucket(tmp_path):
         assert table.num_rows == 0 and "shuffle_key" in table.column_names
 
 
+def test_empty_input_shards_add_no_chunk_and_change_no_byte(tmp_path):
+    """A folder corpus gives a pairs shard per file, most of them empty for titles or short notes: they are
+    marked done without a chunk file written and read back, and the shards are those of the rows alone."""
+    table = random_pairs(40, seed=7)
+    inputs = write_input(tmp_path / "in", table, shards=2)
+    empty = table.slice(0, 0)
+    mixed = [write_shard(tmp_path / "mixed", i, part) for i, part in enumerate([empty, table, empty, empty])]
+    config = ShuffleConfig(partitions=2, rows_per_shard=50)
+    shuffle_all(inputs, tmp_path / "plain", config)
+    stats = shuffle_all(mixed, tmp_path / "with-empty", config)
+    assert stats["rows_out"] == shuffle_all(inputs, tmp_path / "again", config)["rows_out"]
+    files = sorted(p.relative_to(tmp_path / "plain") for p in (tmp_path / "plain").rglob("part-*.parquet"))
+    assert files == sorted(p.relative_to(tmp_path / "with-empty") for p in (tmp_path / "with-empty").rglob("part-*"))
+    for f in files:
+        assert (tmp_path / "plain" / f).read_bytes() == (tmp_path / "with-empty" / f).read_bytes()
+    work = tmp_path / "files" / "_work"
+    for i, path in enumerate(mixed):
+        partition_shard(path, i, work, config, 2)
+    chunks = sorted(p.name for p in partitioned_dir(work, 2).glob("chunk-*.arrow"))
+    assert chunks == ["chunk-00001.arrow"]
+    done = sorted(p.name for p in (partitioned_dir(work, 2) / "_done").iterdir())
+    assert done == ["00000", "00001", "00002", "00003"]
+
+
 def test_batches_with_same_document_counts_full_batches_only():
     # batches [0 1 2] [3 3 4] [5 6 7], tail [8] ignored: one of three has a repeat.
     assert batches_with_same_document(np.array([0, 1, 2, 3, 3, 4, 5, 6, 7, 8]), 3) == pytest.approx(1 / 3)

@@ -372,6 +372,9 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
     groups = partitions * len(BUCKETS)
     source = pq.ParquetFile(in_path)
     schema = intermediate_schema(source.schema_arrow)
+    if source.metadata.num_rows == 0:  # no chunk to write and read back: a folder corpus has many empty units
+        _mark_partitioned(folder, index)
+        return 0
     rows = 0
     with (
         atomic_path(folder / f"chunk-{index:05d}.arrow") as tmp,
@@ -409,9 +412,13 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
             for _ in range(groups):
                 writer.write_batch(empty)
     _release_memory()  # the next shard starts from a small footprint
+    _mark_partitioned(folder, index)
+    return rows
+
+
+def _mark_partitioned(folder: Path, index: int) -> None:
     (folder / "_done").mkdir(exist_ok=True)
     (folder / "_done" / f"{index:05d}").touch()
-    return rows
 
 
 def read_partition(work: Path, p: int, partitions: int) -> tuple[pa.Table | None, np.ndarray]:
