@@ -3,6 +3,7 @@ to what is new, with the shards of every night equal to a cold build of the same
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 from collections import Counter
@@ -115,7 +116,7 @@ def test_a_folder_check_names_the_file_when_no_structured_file_has_the_field(tmp
 
 
 @pytest.mark.usefixtures("prefect_harness")
-def test_three_nights_add_change_delete_equal_a_cold_build_and_do_only_the_new_work(tmp_path, caplog):
+def test_three_nights_add_change_delete_equal_a_cold_build_and_do_only_the_new_work(tmp_path, caplog, request):
     from flows.build_pairs import build_pairs
 
     folder = tmp_path / "corpus"
@@ -132,6 +133,11 @@ def test_three_nights_add_change_delete_equal_a_cold_build_and_do_only_the_new_w
         ("change", lambda: (folder / "day1.jsonl").write_bytes(day[4]), 1),
         ("delete", lambda: (folder / "day0.jsonl").unlink(), 0),
     ]
+    # The stages log through Prefect's run loggers, which propagate to the root (caplog's handler) only once
+    # something in the session has set that up: listen on them directly, so the test passes run alone too.
+    prefect_log = logging.getLogger("prefect")
+    prefect_log.addHandler(caplog.handler)
+    request.addfinalizer(lambda: prefect_log.removeHandler(caplog.handler))
     for i, (what, change, files_read) in enumerate(nights):
         change()
         caplog.clear()

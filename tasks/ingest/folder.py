@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
@@ -230,7 +231,8 @@ def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: s
 
 def _first_copies(doc_ids: list[str], seen: SeenKeys) -> list[bool]:
     """True for each document no earlier file held (ids within one unit are already unique)."""
-    return [seen.add(int(doc_id.rsplit("-", 1)[1], 16)) for doc_id in doc_ids]
+    keys = np.fromiter((int(doc_id.rsplit("-", 1)[1], 16) for doc_id in doc_ids), dtype=np.uint64, count=len(doc_ids))
+    return seen.add_many(keys).tolist()
 
 
 def _duplicate_rejects(duplicates: pa.Table, source: str, rows: dict[str, list]) -> None:

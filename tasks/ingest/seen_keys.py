@@ -34,10 +34,31 @@ class SeenKeys:
             return False
         self._recent.add(key)
         if len(self._recent) >= self._buffer:
+            self._flush()
+        return True
+
+    def add_many(self, keys: np.ndarray) -> np.ndarray:
+        """`add` over an array at once: True where a key is new, for its first occurrence in `keys` only.
+
+        The set's keys go into the array first; then one vectorised lookup and one merge of the new keys
+        (numpy's stable sort of two sorted runs is linear), where `add` costs a Python call per key."""
+        keys = np.asarray(keys, dtype=np.uint64)
+        self._flush()
+        _, first = np.unique(keys, return_index=True)
+        new = np.zeros(len(keys), dtype=bool)
+        new[first] = True
+        if len(self._sorted):
+            at = np.minimum(np.searchsorted(self._sorted, keys), len(self._sorted) - 1)
+            new &= self._sorted[at] != keys
+        if new.any():
+            self._sorted = np.sort(np.concatenate([self._sorted, np.sort(keys[new])]), kind="stable")
+        return new
+
+    def _flush(self) -> None:
+        if self._recent:
             fresh = np.fromiter(self._recent, dtype=np.uint64, count=len(self._recent))
             self._sorted = np.sort(np.concatenate([self._sorted, np.sort(fresh)]), kind="stable")
             self._recent.clear()
-        return True
 
     @property
     def nbytes(self) -> int:
