@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,8 +53,14 @@ def test_gpu_suite_smoke_runs_every_part(tmp_path):
 def test_stage_fn_returns_the_reference_when_the_output_is_reused(tmp_path):
     """A second suite run on the same work folder reuses the built data: the stage function then returns a
     `Cached` state, which the suite's next stage cannot read (the first GPU window's tfcsg rerun failed so)."""
+    saved = dict(os.environ)  # the suite sets Prefect and Hugging Face variables as it loads: not for later tests
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from gpu_suite import stage_fn
+    try:
+        from gpu_suite import stage_fn
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+        os.environ.clear()
+        os.environ.update(saved)
 
     from tasks.ingest.documents import IngestConfig
     from tasks.ingest.readers import ReaderConfig
