@@ -380,10 +380,9 @@ def product_run(cfg: Any) -> Stepper:
 def stage_fn(stage_task: Any, *args: Any, **kwargs: Any) -> Any:
     """A stage task's function called outside a flow; returns its reference, also when it reused its output
     (then the function returns a `Cached` state: a second run on the same work folder)."""
-    from prefect.states import State
+    from tasks.runtime.stage_cache import stage_reference
 
-    result = stage_task.fn(*args, **kwargs)
-    return result.result() if isinstance(result, State) else result
+    return stage_reference(stage_task.fn(*args, **kwargs))
 
 
 def free_memory() -> None:

@@ -22,5 +22,9 @@ STAGE_TASK: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False}
 
 def run_stage(stage_task: Task, root: Path, **params: Any) -> dict[str, str]:
     """Call a stage task on the data root; returns its reference (also when it reused its output)."""
-    result = stage_task(root=str(root), **params)
+    return stage_reference(stage_task(root=str(root), **params))
+
+
+def stage_reference(result: Any) -> dict[str, str]:
+    """A stage's reference from what it returned: the reference, or a `Cached` state holding it."""
     return result.result() if isinstance(result, State) else result
