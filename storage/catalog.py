@@ -22,11 +22,14 @@ the schemas (with the head output's `fingerprint`); `catalog_views` the Parquet 
 view (and, for `train_metrics`, the columns each file's rows get: `file_columns`).
 
 Writers take `<root>/.catalog.lock` (an exclusive `flock`) first, so two runs finishing on one
-data root update the catalog one after the other. Every update rebuilds the whole file from the
-manifests and renames it into place: open read-only sessions do not block it, a file DuckDB
-cannot read (written by another DuckDB version) is simply replaced, and tables of your own
-belong in another database file (`ATTACH 'mine.duckdb'`). An open read-write session is waited
-for until the same deadline.
+data root update the catalog one after the other. Every update plans the whole catalog from the
+manifests, writes it to a temporary file and renames it into place: open read-only sessions do not
+block it, a file DuckDB cannot read (written by another DuckDB version) is simply replaced, and
+tables of your own belong in another database file (`ATTACH 'mine.duckdb'`). The temporary file is
+a copy of the catalog the last update wrote (`.catalog-main.json` records its stat, the DuckDB
+version and each view's SQL) with only the changed views made again, or, when the catalog is any
+other file, written whole: the same views either way, and a night's updates stop costing more as
+the root keeps more runs and builds. An open read-write session is waited for until the same deadline.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,6 +50,7 @@ from glob import has_magic
 from pathlib import Path
 
 import duckdb
+import xxhash
 
 from storage.atomic import atomic_write_text
 from storage.layout import CATALOG, MANIFEST
@@ -188,13 +193,13 @@ def _previous_main(path: Path, deadline: float) -> dict[str, str]:
     return dict(rows)
 
 
-MAIN = ".catalog-main.json"  # what `main` shows, beside the catalog file it was written with
+MAIN = ".catalog-main.json"  # what `main` shows and a stamp per view, beside the catalog file it was written with
+SIDECAR_VERSION = 2
 
 
-def _remembered_main(path: Path) -> dict[str, str] | None:
-    """`main`'s builds as the last refresh recorded them, when the catalog is still the file it wrote (same
-    inode, mtime and size); None otherwise. Opening the catalog to ask costs more each night: DuckDB loads
-    every view, and the record views list a file per evaluation and run the root ever kept."""
+def _sidecar(path: Path) -> dict | None:
+    """What the last refresh recorded beside the catalog (`main`'s builds, a stamp per view), when the catalog
+    is still the file it wrote (same inode, mtime and size); None otherwise."""
     try:
         data = json.loads((path.parent / MAIN).read_text(encoding="utf-8"))
         st = os.stat(path)
@@ -202,17 +207,33 @@ def _remembered_main(path: Path) -> dict[str, str] | None:
         return None
     if not isinstance(data, dict) or data.get("catalog") != [st.st_ino, st.st_mtime_ns, st.st_size]:
         return None
-    main = data.get("main")
+    return data
+
+
+def _remembered_main(path: Path) -> dict[str, str] | None:
+    """`main`'s builds as the last refresh recorded them (see `_sidecar`). Opening the catalog to ask costs
+    more each night: DuckDB loads every view, and the record views list a file per evaluation and run the
+    root ever kept."""
+    main = (_sidecar(path) or {}).get("main")
     return main if isinstance(main, dict) else None
 
 
-def _remember_main(path: Path, main: dict[str, str]) -> None:
+def _remembered_views(path: Path) -> dict[str, str] | None:
+    """view -> stamp of the catalog file as the last refresh wrote it (None: not ours, or from older code)."""
+    data = _sidecar(path) or {}
+    views = data.get("views")
+    same = data.get("version") == SIDECAR_VERSION and data.get("duckdb") == duckdb.__version__
+    return views if same and isinstance(views, dict) else None
+
+
+def _remember_main(path: Path, main: dict[str, str], views: dict[str, str] | None = None) -> None:
     try:
         st = os.stat(path)
-        atomic_write_text(
-            path.parent / MAIN, json.dumps({"catalog": [st.st_ino, st.st_mtime_ns, st.st_size], "main": main})
-        )
-    except OSError as exc:  # only a shortcut: the next refresh opens the catalog instead
+        data = {"catalog": [st.st_ino, st.st_mtime_ns, st.st_size], "main": main}
+        if views is not None:
+            data.update(version=SIDECAR_VERSION, duckdb=duckdb.__version__, views=views)
+        atomic_write_text(path.parent / MAIN, json.dumps(data, separators=(",", ":")))
+    except OSError as exc:  # only a shortcut: the next refresh opens the catalog and writes it whole
         log.debug("%s not written: %s", MAIN, exc)
 
 
@@ -579,28 +600,63 @@ def _select_manifests(paths: tuple[Path, ...]) -> str:
     return f"SELECT * FROM read_json([{files}], format = 'auto', columns = {{{columns}}}, filename = true)"
 
 
-def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan) -> None:
-    con.execute("BEGIN TRANSACTION")
-    files = []
-    views = [(b.schema, t, g) for b in plan.builds for t, g in b.tables.items()]
-    for schema, table, globs in views + [("main", t, g) for t, g in plan.main.items()]:
+def _views(plan: CatalogPlan) -> tuple[list[tuple[str, str, str]], list[tuple]]:
+    """(schema, view, SQL) of every view in creation order, and the `catalog_views` rows."""
+    views, files = [], []
+    planned = [(b.schema, t, g) for b in plan.builds for t, g in b.tables.items()]
+    for schema, table, globs in planned + [("main", t, g) for t, g in plan.main.items()]:
         if not _files_exist(globs):
             log.warning("catalog: no files for %s.%s (%s)", schema, table, globs[0])
             continue
-        if schema != "main":
-            con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_name(schema)}")
         tagged = plan.file_columns.get(table) if schema == "main" else None
         sql = _select_runs(globs, tagged) if tagged else _select(table, globs)
-        con.execute(f"CREATE OR REPLACE VIEW {quote_name(schema)}.{quote_name(table)} AS {sql}")
+        views.append((schema, table, sql))
         files.append(
             (schema, table, [str(g) for g in globs], table in UNION_TABLES, json.dumps(tagged) if tagged else None)
         )
     for schema, paths in [(b.schema, b.manifests) for b in plan.builds] + [("main", plan.main_manifests)]:
         if paths:
-            con.execute(f"CREATE OR REPLACE VIEW {quote_name(schema)}.manifests AS {_select_manifests(paths)}")
+            views.append((schema, "manifests", _select_manifests(paths)))
     for name, sql in DERIVED.items():
         if "metrics" in plan.main:
-            con.execute(f'CREATE OR REPLACE VIEW "{name}" AS {sql}')
+            views.append(("main", name, sql))
+    return views, files
+
+
+def _stamp(sql: str) -> str:
+    """What a view was made from. Its SQL is enough: DuckDB binds a view's columns again when it is read, so a
+    folder that gains a file with a new column (the `promotions` rows, one file per decision) needs no new view
+    (tests/test_catalog_builds.py checks the columns SQL tools list), and a DuckDB upgrade rebuilds the file."""
+    return xxhash.xxh3_128_hexdigest(sql.encode())
+
+
+def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan, old: dict[str, str] | None = None) -> dict[str, str]:
+    """Write the plan's views and tables into `con`: an empty database, or (`old`: view -> stamp) a copy of the
+    catalog the last refresh wrote, where only views whose stamp changed are made again, views and schemas the
+    plan no longer has are dropped, and the tables are rewritten: the same catalog as a whole rebuild, at a
+    fraction of the cost (binding a view reads the footer of every Parquet file it names). Returns the stamps."""
+    con.execute("BEGIN TRANSACTION")
+    views, files = _views(plan)
+    stamps: dict[str, str] = {}
+    for schema, table, sql in views:
+        stamps[f"{schema}.{table}"] = _stamp(sql)
+    if old is not None:
+        kept_schemas = {schema for schema, *_ in views}
+        for schema in sorted({key.split(".", 1)[0] for key in old} - kept_schemas - {"main"}):
+            con.execute(f"DROP SCHEMA IF EXISTS {quote_name(schema)} CASCADE")
+        for key in sorted(set(old) - set(stamps)):
+            schema, table = key.split(".", 1)
+            if schema in kept_schemas or schema == "main":
+                con.execute(f"DROP VIEW IF EXISTS {quote_name(schema)}.{quote_name(table)}")
+    made = set()
+    for schema, table, sql in views:
+        key = f"{schema}.{table}"
+        if old is not None and old.get(key) == stamps[key]:
+            continue
+        if schema != "main" and schema not in made:
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_name(schema)}")
+            made.add(schema)
+        con.execute(f"CREATE OR REPLACE VIEW {quote_name(schema)}.{quote_name(table)} AS {sql}")
     con.execute(
         'CREATE OR REPLACE TABLE catalog_views ("schema" VARCHAR, view_name VARCHAR, files VARCHAR[], dedup BOOLEAN, '
         "file_columns JSON)"  # per file of `files`, the constant columns its rows get (RUN_TABLES), else NULL
@@ -628,6 +684,7 @@ def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan) -> None:
         names = ["schema", "kind", "in_main", "source", "rows", "output", "finished_at", "fingerprint"]
         _insert(con, "builds", names, rows)
     con.execute("COMMIT")
+    return stamps
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, names: list[str], rows: list[tuple]) -> None:
@@ -657,17 +714,31 @@ def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S
         previous = _previous_main(path, deadline)
         plan = plan_catalog(root, current, previous)  # read under the lock: the newest runs are seen
         tmp = root / f".{CATALOG}.tmp"  # one writer at a time (the lock): a fixed name, never left behind twice
-        tmp.unlink(missing_ok=True)
-        con = duckdb.connect(str(tmp))
-        try:
-            _write(con, plan)
-        finally:
-            con.close()  # checkpoints: everything is in `tmp`, no WAL left
+        old = _remembered_views(path)
+        stamps = None
+        if old is not None:  # the file the last refresh wrote: update a copy of it
+            try:
+                tmp.unlink(missing_ok=True)
+                shutil.copyfile(path, tmp)
+                stamps = _write_file(tmp, plan, old)
+            except (OSError, duckdb.Error) as exc:
+                log.warning("catalog: updating %s failed (%s); rebuilding it", path, str(exc).splitlines()[0])
+        if stamps is None:
+            tmp.unlink(missing_ok=True)
+            stamps = _write_file(tmp, plan)
         stale_wal = path.with_name(path.name + ".wal")  # of a session that was killed (a live one holds the lock)
         stale_wal.unlink(missing_ok=True)
         os.replace(tmp, path)
-        _remember_main(path, plan.main_builds)
+        _remember_main(path, plan.main_builds, stamps)
     return plan
+
+
+def _write_file(path: Path, plan: CatalogPlan, old: dict[str, str] | None = None) -> dict[str, str]:
+    con = duckdb.connect(str(path))
+    try:
+        return _write(con, plan, old)
+    finally:
+        con.close()  # checkpoints: everything is in the file, no WAL left
 
 
 def connect_catalog(root: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:

@@ -317,3 +317,68 @@ def test_train_metrics_hold_every_run_and_join_the_build_it_trained_on(tmp_path)
     assert len(files) == 1 and len(files[0][0]) == 3
     assert [c["train_fingerprint"] for c in json.loads(files[0][1])] == ["gurrun1", "tfcsgrun1", "simcserun1"]
     same_rows(tmp_path, "train_metrics")  # polars' frame carries the same run columns as the view
+
+
+def _catalog_snapshot(root: Path) -> dict:
+    """Every view's SQL and rows, and the two tables: what a reader of the catalog can tell apart."""
+    with duckdb.connect(str(root / "catalog.duckdb"), read_only=True) as con:
+        views = con.execute(
+            "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1, 2"
+        ).fetchall()
+        rows = {
+            f"{schema}.{name}": sorted(map(str, con.execute(f'SELECT * FROM "{schema}"."{name}"').fetchall()))
+            for schema, name, _ in views
+        }
+        tables = {
+            t: sorted(map(str, con.execute(f"SELECT * FROM {t}").fetchall())) for t in ("builds", "catalog_views")
+        }
+        # The columns a view was bound with (what DESCRIBE and SQL tools list), not the ones a query finds.
+        columns = con.execute(
+            "SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns ORDER BY ALL"
+        ).fetchall()
+    return {"views": views, "rows": rows, "tables": tables, "columns": columns}
+
+
+def test_a_refresh_updates_the_catalog_it_wrote_and_equals_a_whole_rebuild(tmp_path, monkeypatch):
+    import storage.catalog as catalog
+
+    wiki = _source(tmp_path, "ingest-wiki", "/corpora/wiki.jsonl")
+    first = _output(tmp_path, "shuffle", "firstfp1", [wiki], {}, {}, {}, rows_out=3)
+    _train(tmp_path, "run1", first, "gur", [{"step": 1, "loss": 2.0}])
+    _evaluation(tmp_path, "monday", 1.0, [("bm25", 0.5, datetime(2026, 1, 1, tzinfo=UTC))])
+    promotions = tmp_path / "models" / "promotions"
+    write_shard(promotions, 0, pa.table({"decision": ["refused"]}))
+    write_manifest(promotions, {"stage": "promotions", "tables": {"promotions": "part-*.parquet"}, "finished_at": 1.0})
+    refresh_catalog(tmp_path)
+
+    made = []
+    write = catalog._write
+
+    def counting(con, plan, old=None):
+        made.append(old is not None)
+        return write(con, plan, old)
+
+    monkeypatch.setattr(catalog, "_write", counting)
+    # A night later: a second build, a run and an evaluation more, a promotions row with a new column (its
+    # view must be bound again), and the first build's shuffle gone (its schema goes).
+    second = _output(tmp_path, "shuffle", "secondfp2", [wiki], {}, {}, {}, rows_out=4)
+    _train(tmp_path, "run2", second, "gur", [{"step": 1, "loss": 1.0, "lm_loss": 0.5}])
+    _evaluation(tmp_path, "tuesday", 2.0, [("model-a", 0.7, datetime(2026, 1, 2, tzinfo=UTC))])
+    write_shard(promotions, 1, pa.table({"decision": ["promoted"], "gc": ["freed 1 MB"]}))
+    shutil.rmtree(tmp_path / "shuffle" / "firstfp1")
+    refresh_catalog(tmp_path)
+    assert made == [True]  # a copy of the catalog, updated
+    updated = _catalog_snapshot(tmp_path)
+    assert updated["rows"]["main.promotions"] == ["('promoted', 'freed 1 MB')", "('refused', None)"]
+    assert ("main", "promotions", "gc", "VARCHAR") in updated["columns"]
+    assert [v for v in updated["views"] if v[0] == "wiki_firstfp1"] == []
+    assert query(tmp_path, "SELECT count(*) FROM metrics_latest") == [(2,)]
+
+    (tmp_path / catalog.MAIN).unlink()  # no sidecar: the next refresh writes the catalog whole
+    refresh_catalog(tmp_path)
+    assert made == [True, False]
+    assert _catalog_snapshot(tmp_path) == updated
+
+    (tmp_path / "catalog.duckdb").write_bytes((tmp_path / "catalog.duckdb").read_bytes())  # another file now
+    refresh_catalog(tmp_path)
+    assert made == [True, False, False]  # a catalog someone else wrote is never updated in place
