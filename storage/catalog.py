@@ -733,8 +733,15 @@ def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S
     return plan
 
 
+# DuckDB's smallest block: a catalog is views and two small tables, and an update frees and rewrites some of
+# its blocks. 16 KiB blocks keep the file at 0.3-0.6 MB on a 60-night root, against 1-2 MB with the default.
+BLOCK_SIZE = 16384
+
+
 def _write_file(path: Path, plan: CatalogPlan, old: dict[str, str] | None = None) -> dict[str, str]:
-    con = duckdb.connect(str(path))
+    """Write `plan` into `path`: a copy of the last catalog with view stamps `old`, or a new file."""
+    config = {} if old is not None else {"default_block_size": str(BLOCK_SIZE)}  # a copy keeps its block size
+    con = duckdb.connect(str(path), config=config)
     try:
         return _write(con, plan, old)
     finally:

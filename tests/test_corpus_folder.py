@@ -184,3 +184,50 @@ def test_a_corrupt_file_is_one_reject_naming_it_and_the_others_are_read(tmp_path
     read = [loc for loc in table(out).column("location").to_pylist() if loc.startswith("truncated.jsonl.gz:")]
     assert read and unreadable["truncated.jsonl.gz"]["location"] == f"truncated.jsonl.gz:{len(read) + 1}"
     assert unreadable["not-gzip.txt.gz"]["location"] == "not-gzip.txt.gz:1"
+
+
+def _output_bytes(out: Path) -> dict[str, bytes]:
+    """Every file of an ingest output but its manifest: shards, rejects, counts, markers, `units.parquet`."""
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.name != "_manifest.json"
+    }
+
+
+def test_a_night_starts_after_the_unchanged_leading_files_and_equals_a_cold_build(tmp_path, monkeypatch):
+    import tasks.ingest.folder as folder_module
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    a, b, d = docs(30, 1, "A"), docs(30, 2, "B"), docs(30, 4, "D")
+    (folder / "a.jsonl").write_bytes(jsonl_bytes(a))
+    (folder / "b.jsonl").write_bytes(jsonl_bytes(b + [a[0]]))  # a copy of a's: its reject comes from units.parquet
+    (folder / "c-dup.jsonl").write_bytes(jsonl_bytes(docs(30, 3, "C")))
+    (folder / "d.jsonl").write_bytes(jsonl_bytes(d))
+    config = IngestConfig(ReaderConfig(), source_name="corpus", docs_per_shard=20)
+    root = tmp_path / "nightly"
+    ingest_folder(folder, root, config)
+
+    read = []
+    real = folder_module.read_shard
+
+    def counting(path, columns=None):
+        read.append(Path(path).parent.name)  # the unit folder a shard was read from
+        return real(path, columns)
+
+    monkeypatch.setattr(folder_module, "read_shard", counting)
+    (folder / "b2.jsonl").write_bytes(jsonl_bytes(docs(30, 5, "E") + [d[0]]))  # sorts after b: b, c, d go again
+    out, manifest = ingest_folder(folder, root, config)
+    units = {f["path"]: f["unit"] for f in manifest["corpus_files"]}
+    # a's and b's ids came from the previous night's units.parquet; the files after the new one are read again.
+    assert units["a.jsonl"] not in read and units["b.jsonl"] not in read
+    assert {units[p] for p in ("b2.jsonl", "c-dup.jsonl", "d.jsonl")} <= set(read)
+    assert manifest["drops"]["duplicate_document"] == 2  # b's copy of a[0], d's of d[0] (b2 holds it first)
+
+    monkeypatch.setattr(folder_module, "read_shard", real)
+    cold_out, cold = ingest_folder(folder, tmp_path / "cold", config)
+    assert out.name == cold_out.name
+    assert _output_bytes(out) == _output_bytes(cold_out)
+    for key in ("rows", "drops", "corpus_files"):
+        assert manifest[key] == cold[key], key

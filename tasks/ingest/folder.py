@@ -17,6 +17,7 @@ are `path/in/folder:line`.
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import os
@@ -168,37 +169,110 @@ def build_units(
                 on_unit(1)
 
 
-def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: str) -> dict[str, Any]:
+# Per file unit, in path order, what the assembly made of it: the next night's assembly of the same folder
+# starts after the files that did not change instead of reading every unit's ids again (`reused_prefix`).
+ASSEMBLY = "units.parquet"
+ASSEMBLY_SCHEMA = pa.schema(
+    [
+        ("unit", pa.string()),  # the unit's folder name (its fingerprint)
+        ("doc_shards", pa.int32()),  # documents shards it gave, in order
+        ("reject_shards", pa.int32()),  # rejects shards it gave
+        ("counts", pa.string()),  # its own counts as JSON (documents, rejects, reject:<reason>)
+        ("dropped", pa.int64()),  # its documents an earlier file held
+        ("keys", pa.list_(pa.uint64())),  # the doc keys it kept, in order
+        ("duplicate_ids", pa.list_(pa.string())),  # the ids of its documents an earlier file held
+        ("duplicate_locations", pa.list_(pa.string())),  # and where they are (its `duplicate_document` rejects)
+    ]
+)
+
+
+def reused_prefix(units: list[tuple[FileUnit, Path]], previous: Path | None) -> list[dict[str, Any]]:
+    """The rows of `previous`'s assembly (an earlier output of the same folder) for the longest run of leading
+    units it assembled the same way (the same unit folders at the same places: what each kept and dropped
+    depends only on the files before it). [] when there is nothing to start from."""
+    path = previous / ASSEMBLY if previous else None
+    if path is None or not path.is_file() or not is_complete(previous):
+        return []
+    try:
+        rows = read_shard(path).to_pylist()
+    except (OSError, pa.ArrowException):
+        return []
+    prefix = []
+    for (_, unit_dir), row in zip(units, rows, strict=False):
+        if row["unit"] != unit_dir.name:
+            break
+        prefix.append(row)
+    return prefix
+
+
+def assemble_folder(
+    units: list[tuple[FileUnit, Path]], out_dir: Path, source: str, previous: Path | None = None
+) -> dict[str, Any]:
     """Link every unit's shards into `out_dir` in path order, dropping documents an earlier file holds.
 
     Returns the folder's totals and one entry per file (records, documents, rejects, duplicates across
     files). Cheap (a read of each doc_id column, links, a rewrite only of shards that hold a duplicate), so
-    an interrupted assembly is started again from an empty folder rather than resumed.
-    """
+    an interrupted assembly is started again from an empty folder rather than resumed. `previous`: an earlier
+    assembly of the same folder; the leading files it assembled the same way are linked from it, their ids
+    read from its `units.parquet` (the same bytes, without a read per file)."""
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     seen = SeenKeys()
     index = rejects_index = 0
     duplicate_rows: dict[str, list] = {name: [] for name in REJECTS_SCHEMA.names}
-    files, drops = [], {}
-    for unit, unit_dir in units:
-        counts = sum_shard_stats(unit_dir)  # documents, rejects, reject:<reason>
-        dropped = 0
-        for shard in finished_shards(unit_dir):
-            keep = _first_copies(read_shard(shard, ["doc_id"]).column("doc_id").to_pylist(), seen)
-            if all(keep):
-                link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, index, fresh=True)
-            else:
-                table = read_shard(shard)
-                kept = table.filter(pa.array(keep))
-                _duplicate_rejects(table.filter(pc.invert(pa.array(keep))), source, duplicate_rows)
-                dropped += table.num_rows - kept.num_rows
-                write_shard(out_dir, index, kept)
-            index += 1
-        for shard in finished_shards(unit_dir, "rejects"):
-            link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, rejects_index, "rejects", fresh=True)
-            rejects_index += 1
+    files, drops, assembly = [], {}, []
+    prefix = reused_prefix(units, previous)
+    if prefix:
+        seen.add_many(np.concatenate([np.asarray(row["keys"], dtype=np.uint64) for row in prefix]))
+    for position, (unit, unit_dir) in enumerate(units):
+        if position < len(prefix):
+            row = prefix[position]
+            counts, dropped, kept = json.loads(row["counts"]), row["dropped"], row["keys"]
+            duplicate_ids, duplicate_locations = row["duplicate_ids"], row["duplicate_locations"]
+            for _ in range(row["doc_shards"]):
+                link_shard(previous, index, out_dir, index, fresh=True)
+                index += 1
+            for _ in range(row["reject_shards"]):
+                link_shard(previous, rejects_index, out_dir, rejects_index, "rejects", fresh=True)
+                rejects_index += 1
+        else:
+            counts = sum_shard_stats(unit_dir)  # documents, rejects, reject:<reason>
+            dropped, kept, duplicate_ids, duplicate_locations = 0, [], [], []
+            doc_shards = finished_shards(unit_dir)
+            for shard in doc_shards:
+                keys = _keys(read_shard(shard, ["doc_id"]).column("doc_id").to_pylist())
+                new = seen.add_many(keys)  # ids within one unit are already unique
+                kept += keys[new].tolist()
+                keep = new.tolist()
+                if all(keep):
+                    link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, index, fresh=True)
+                else:
+                    table = read_shard(shard)
+                    kept_rows = table.filter(pa.array(keep))
+                    duplicates = table.filter(pc.invert(pa.array(keep)))
+                    duplicate_ids += duplicates.column("doc_id").to_pylist()
+                    duplicate_locations += duplicates.column("location").to_pylist()
+                    dropped += table.num_rows - kept_rows.num_rows
+                    write_shard(out_dir, index, kept_rows)
+                index += 1
+            reject_shards = finished_shards(unit_dir, "rejects")
+            for shard in reject_shards:
+                link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, rejects_index, "rejects", fresh=True)
+                rejects_index += 1
+            row = {"doc_shards": len(doc_shards), "reject_shards": len(reject_shards)}
+        _duplicate_rejects(duplicate_ids, duplicate_locations, source, duplicate_rows)
+        assembly.append(
+            {
+                **row,
+                "unit": unit_dir.name,
+                "counts": canonical_json(counts),
+                "dropped": dropped,
+                "keys": kept,
+                "duplicate_ids": duplicate_ids,
+                "duplicate_locations": duplicate_locations,
+            }
+        )
         reasons = {k.removeprefix("reject:"): v for k, v in counts.items() if k.startswith("reject:")}
         if dropped:
             reasons["duplicate_document"] = reasons.get("duplicate_document", 0) + dropped
@@ -221,6 +295,7 @@ def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: s
         from tasks.ingest.documents import DOCUMENTS_SCHEMA
 
         write_shard(out_dir, 0, DOCUMENTS_SCHEMA.empty_table())
+    _write_assembly(out_dir / ASSEMBLY, assembly)
     totals = {
         "records": sum(f["records"] for f in files),
         "documents": sum(f["documents"] for f in files),
@@ -229,16 +304,24 @@ def assemble_folder(units: list[tuple[FileUnit, Path]], out_dir: Path, source: s
     return {"totals": totals, "drops": dict(sorted(drops.items())), "files": files}
 
 
-def _first_copies(doc_ids: list[str], seen: SeenKeys) -> list[bool]:
-    """True for each document no earlier file held (ids within one unit are already unique)."""
-    keys = np.fromiter((int(doc_id.rsplit("-", 1)[1], 16) for doc_id in doc_ids), dtype=np.uint64, count=len(doc_ids))
-    return seen.add_many(keys).tolist()
+def _write_assembly(path: Path, rows: list[dict[str, Any]]) -> None:
+    """`units.parquet`, the same bytes for the same rows (no timestamps, fixed options)."""
+    import pyarrow.parquet as pq
+
+    from storage.atomic import atomic_path
+
+    table = pa.Table.from_pylist(rows, schema=ASSEMBLY_SCHEMA)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
 
 
-def _duplicate_rejects(duplicates: pa.Table, source: str, rows: dict[str, list]) -> None:
-    for doc_id, location in zip(
-        duplicates.column("doc_id").to_pylist(), duplicates.column("location").to_pylist(), strict=True
-    ):
+def _keys(doc_ids: list[str]) -> np.ndarray:
+    """The 64-bit key of each doc_id (its hash suffix), as the dedup across files compares them."""
+    return np.fromiter((int(doc_id.rsplit("-", 1)[1], 16) for doc_id in doc_ids), dtype=np.uint64, count=len(doc_ids))
+
+
+def _duplicate_rejects(doc_ids: list[str], locations: list[str], source: str, rows: dict[str, list]) -> None:
+    for doc_id, location in zip(doc_ids, locations, strict=True):
         values = (
             "ingest",
             source,

@@ -13,7 +13,7 @@ from pathlib import Path
 from prefect import task
 
 from storage.fingerprint import canonical_json, file_signature, fingerprint
-from storage.layout import MANIFEST
+from storage.layout import MANIFEST, stage_dir
 from storage.progress import Progress, current_logger
 from storage.shards import sum_shard_stats
 from storage.stage_output import StageOutput
@@ -97,8 +97,11 @@ def ingest_folder(folder: Path, config: IngestConfig, root: str, workers: int, l
     with Progress("ingest files", len(pending), logger, unit="files", heartbeat=True) as progress:
         build_units(pending, config, source, out.root, workers, on_unit=progress.update)
     computed = len(pending)
+    before = (
+        stage_dir(out.root, "ingest", previous["fingerprint"]) if previous and previous.get("fingerprint") else None
+    )
     merged = assemble_folder(
-        list(zip(units, unit_dirs(units, config, source, out.root), strict=True)), out.dir, source
+        list(zip(units, unit_dirs(units, config, source, out.root), strict=True)), out.dir, source, before
     )
     delta = corpus_delta(previous.get("corpus_files") if previous else None, merged["files"])
     logger.info(
