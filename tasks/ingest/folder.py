@@ -189,20 +189,31 @@ ASSEMBLY_SCHEMA = pa.schema(
 def reused_prefix(units: list[tuple[FileUnit, Path]], previous: Path | None) -> list[dict[str, Any]]:
     """The rows of `previous`'s assembly (an earlier output of the same folder) for the longest run of leading
     units it assembled the same way (the same unit folders at the same places: what each kept and dropped
-    depends only on the files before it). [] when there is nothing to start from."""
+    depends only on the files before it), each row's `keys` a uint64 array. [] when there is nothing to start
+    from."""
     path = previous / ASSEMBLY if previous else None
     if path is None or not path.is_file() or not is_complete(previous):
         return []
     try:
-        rows = read_shard(path).to_pylist()
+        table = read_shard(path)
     except (OSError, pa.ArrowException):
         return []
-    prefix = []
-    for (_, unit_dir), row in zip(units, rows, strict=False):
-        if row["unit"] != unit_dir.name:
+    count = 0
+    for (_, unit_dir), name in zip(units, table.column("unit").to_pylist(), strict=False):
+        if name != unit_dir.name:
             break
-        prefix.append(row)
-    return prefix
+        count += 1
+    if count == 0:
+        return []
+    head = table.slice(0, count)
+    rows = head.drop_columns(["keys"]).to_pylist()
+    # Keys as arrays, not Python ints: a corpus of millions of documents has millions of them.
+    keys = head.column("keys")
+    values = keys.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    ends = np.cumsum(pc.list_value_length(keys).to_numpy(zero_copy_only=False))
+    for row, start, end in zip(rows, np.concatenate([[0], ends[:-1]]), ends, strict=True):
+        row["keys"] = values[start:end]
+    return rows
 
 
 def assemble_folder(
@@ -224,7 +235,7 @@ def assemble_folder(
     files, drops, assembly = [], {}, []
     prefix = reused_prefix(units, previous)
     if prefix:
-        seen.add_many(np.concatenate([np.asarray(row["keys"], dtype=np.uint64) for row in prefix]))
+        seen.add_many(np.concatenate([row["keys"] for row in prefix]))
     for position, (unit, unit_dir) in enumerate(units):
         if position < len(prefix):
             row = prefix[position]
@@ -238,12 +249,12 @@ def assemble_folder(
                 rejects_index += 1
         else:
             counts = sum_shard_stats(unit_dir)  # documents, rejects, reject:<reason>
-            dropped, kept, duplicate_ids, duplicate_locations = 0, [], [], []
+            dropped, kept_parts, duplicate_ids, duplicate_locations = 0, [], [], []
             doc_shards = finished_shards(unit_dir)
             for shard in doc_shards:
                 keys = _keys(read_shard(shard, ["doc_id"]).column("doc_id").to_pylist())
                 new = seen.add_many(keys)  # ids within one unit are already unique
-                kept += keys[new].tolist()
+                kept_parts.append(keys[new])
                 keep = new.tolist()
                 if all(keep):
                     link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, index, fresh=True)
@@ -261,6 +272,7 @@ def assemble_folder(
                 link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, rejects_index, "rejects", fresh=True)
                 rejects_index += 1
             row = {"doc_shards": len(doc_shards), "reject_shards": len(reject_shards)}
+            kept = np.concatenate(kept_parts) if kept_parts else np.zeros(0, dtype=np.uint64)
         _duplicate_rejects(duplicate_ids, duplicate_locations, source, duplicate_rows)
         assembly.append(
             {
@@ -305,12 +317,18 @@ def assemble_folder(
 
 
 def _write_assembly(path: Path, rows: list[dict[str, Any]]) -> None:
-    """`units.parquet`, the same bytes for the same rows (no timestamps, fixed options)."""
+    """`units.parquet`, the same bytes for the same rows (no timestamps, fixed options); each row's `keys` an
+    array, written as one list column without a Python int per key."""
     import pyarrow.parquet as pq
 
     from storage.atomic import atomic_path
 
-    table = pa.Table.from_pylist(rows, schema=ASSEMBLY_SCHEMA)
+    lengths = [len(row["keys"]) for row in rows]
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int32))
+    values = np.concatenate([row["keys"] for row in rows]) if rows else np.zeros(0, dtype=np.uint64)
+    keys = pa.ListArray.from_arrays(offsets, pa.array(values, type=pa.uint64()))
+    columns = {name: [row[name] for row in rows] for name in ASSEMBLY_SCHEMA.names if name != "keys"}
+    table = pa.Table.from_pydict({**columns, "keys": keys}, schema=ASSEMBLY_SCHEMA)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
 
