@@ -44,7 +44,7 @@ from tasks.ingest.seen_keys import SeenKeys
 from tasks.runtime.map_shards import workers_paid_for
 
 FILE_CODE_VERSION = "ingest_file_v1"
-FOLDER_CODE_VERSION = "ingest_folder_v1"
+FOLDER_CODE_VERSION = "ingest_folder_v2"  # v2: units.parquet (an older output lacks it: not a cold build's bytes)
 UNIT_STAGE = "ingest-file"
 
 
