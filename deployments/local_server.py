@@ -28,6 +28,8 @@ from models.training.process import alive
 RECORD = "gur-server.json"
 LOCK = "gur-server.lock"
 LOG = "gur-server.log"
+EPHEMERAL_LOG = "temporary-server.log"
+EPHEMERAL_LOG_MAX_BYTES = 1 << 20
 START_TIMEOUT_S = 180.0
 
 
@@ -97,11 +99,17 @@ def start_lock(home: Path) -> Iterator[None]:
 
 def start_ephemeral(home: Path) -> None:
     """Start Prefect's ephemeral server for this process now, under `start_lock`; the Prefect client then
-    reuses it (it is a per-process singleton) and stops it when the process exits."""
+    reuses it (it is a per-process singleton) and stops it when the process exits. Its own output goes to
+    `<PREFECT_HOME>/temporary-server.log`, not the command's terminal: stopped mid-request (Ctrl-C, SIGTERM)
+    it logs a cancelled database rollback, a traceback that is not the user's error."""
     from prefect.server.api.server import SubprocessASGIServer
 
-    with start_lock(home), server_in_own_session():
-        SubprocessASGIServer().start()
+    log = home / EPHEMERAL_LOG
+    with start_lock(home), server_in_own_session(log):
+        try:
+            SubprocessASGIServer().start()
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc} (the server's output: {log})") from exc
 
 
 def _die_with_parent() -> None:  # runs in the forked child, before exec
@@ -118,18 +126,25 @@ if sys.platform.startswith("linux"):
 
 
 @contextmanager
-def server_in_own_session() -> Iterator[None]:
+def server_in_own_session(log: Path) -> Iterator[None]:
     """While Prefect starts its ephemeral server: the server gets its own session, so a terminal's Ctrl-C
     reaches gur (which reports its runs Crashed through the server, then stops it) and not the server first;
-    on Linux it also gets SIGTERM when gur dies, so a killed gur leaves no server behind."""
+    on Linux it also gets SIGTERM when gur dies, so a killed gur leaves no server behind. Its stdout and
+    stderr are appended to `log` (moved to `log.1` once past 1 MiB, so a year of nights stays small)."""
     import types
 
     import prefect.server.api.server as server_module
 
     real = server_module.subprocess
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if log.exists() and log.stat().st_size > EPHEMERAL_LOG_MAX_BYTES:
+        os.replace(log, log.with_name(log.name + ".1"))
 
     def popen(*args, **kwargs):
-        return real.Popen(*args, start_new_session=True, preexec_fn=_die_with_parent, **kwargs)
+        with open(log, "ab") as out:  # the child keeps its own descriptor
+            kwargs.setdefault("stdout", out)
+            kwargs.setdefault("stderr", subprocess.STDOUT)
+            return real.Popen(*args, start_new_session=True, preexec_fn=_die_with_parent, **kwargs)
 
     server_module.subprocess = types.SimpleNamespace(**{**vars(real), "Popen": popen})
     try:

@@ -71,3 +71,38 @@ def test_gur_server_start_is_used_by_later_commands(tmp_path):
     assert "stopped the Prefect server" in stopped
     status = gur(tmp_path, "server", "status")
     assert "no server started by gur" in status.communicate(timeout=60)[0] and status.returncode == 3
+
+
+SERVER_FDS = """
+import os, sys
+from pathlib import Path
+from deployments.local_server import start_ephemeral
+from prefect.server.api.server import SubprocessASGIServer
+start_ephemeral(Path(sys.argv[1]))
+(server,) = [s for s in SubprocessASGIServer._instances.values() if s.server_process]
+pid = server.server_process.pid
+print(os.readlink(f"/proc/{pid}/fd/1"), os.readlink(f"/proc/{pid}/fd/2"), os.getsid(pid) == pid)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the server's descriptors from /proc")
+def test_the_temporary_servers_output_goes_to_its_log_in_prefect_home(tmp_path, migrated_prefect_db):
+    """Stopped mid-request, the ephemeral server logs a cancelled rollback with a traceback: that belongs in
+    its log, not on the terminal of the `gur` command that was stopped. A log past 1 MiB is moved aside."""
+    from conftest import fresh_prefect_home
+
+    home = fresh_prefect_home(tmp_path / "home", migrated_prefect_db)
+    old = "x" * (1 << 20) + "\n"
+    (home / "temporary-server.log").write_text(old)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_HOME": str(home)}
+    env.pop("PREFECT_API_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-c", SERVER_FDS, str(home)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    out, err, own_session = done.stdout.split()
+    log = str(home / "temporary-server.log")
+    assert (out, err, own_session) == (log, log, "True")
+    assert (home / "temporary-server.log.1").read_text() == old
+    assert (home / "temporary-server.log").stat().st_size < 1 << 20

@@ -92,6 +92,7 @@ def test_a_stopped_gur_train_checkpoints_marks_the_run_crashed_and_resumes(tmp_p
     assert code == (143 if how == "SIGTERM" else 130), text
     assert took < 30, text  # seconds: the step, the checkpoint, the run's state, the server's stop
     assert "checkpoint saved" in text and "Traceback" not in text
+    assert (home / "temporary-server.log").exists()  # the server's own output, off the terminal
     gur_lines = [line for line in text.splitlines() if line.startswith("gur:")]
     assert gur_lines == [
         "gur: stopped; rerun the same command to resume (finished stages and the last checkpoint are kept)"
