@@ -226,12 +226,14 @@ def _remembered_views(path: Path) -> dict[str, str] | None:
     return views if same and isinstance(views, dict) else None
 
 
-def _remember_main(path: Path, main: dict[str, str], views: dict[str, str] | None = None) -> None:
+def _remember_main(
+    path: Path, main: dict[str, str], views: dict[str, str] | None = None, tables: str | None = None
+) -> None:
     try:
         st = os.stat(path)
         data = {"catalog": [st.st_ino, st.st_mtime_ns, st.st_size], "main": main}
         if views is not None:
-            data.update(version=SIDECAR_VERSION, duckdb=duckdb.__version__, views=views)
+            data.update(version=SIDECAR_VERSION, duckdb=duckdb.__version__, views=views, tables=tables)
         atomic_write_text(path.parent / MAIN, json.dumps(data, separators=(",", ":")))
     except OSError as exc:  # only a shortcut: the next refresh opens the catalog and writes it whole
         log.debug("%s not written: %s", MAIN, exc)
@@ -305,31 +307,39 @@ def _manifests(root: Path, stages: tuple[str, ...] = ()) -> dict[Path, dict]:
     memo = _read_index(root)
     found: dict[Path, dict] = {}
     index = {rel: e for rel, e in memo.items() if rel.split("/", 1)[0] not in stages} if stages else {}
+    base = os.fspath(root)
+    # Strings until a folder is found: this runs for every output of the root, several times a night.
     for stage, name in _output_names(root, stages):
-        folder = root / stage / name
-        path = os.path.join(folder, MANIFEST)
+        rel = f"{stage}/{name}"
+        folder = f"{base}/{rel}"
         try:
-            st = os.stat(path)
+            st = os.stat(f"{folder}/{MANIFEST}")
         except OSError:
             continue  # not complete (or gone)
-        rel, key = f"{stage}/{name}", [st.st_ino, st.st_mtime_ns, st.st_size]
+        key = [st.st_ino, st.st_mtime_ns, st.st_size]
         entry = memo.get(rel)
         if not (entry and entry.get("key") == key and entry.get("dirs") == _dirs_key(folder, entry.get("slim"))):
-            manifest = _manifest(folder / MANIFEST)
+            manifest = _manifest(Path(folder, MANIFEST))
             if manifest is None:
                 continue
             slim = _slim(manifest)
-            problem = unsafe_tables(folder, manifest)
+            problem = unsafe_tables(Path(folder), manifest)
             entry = {"key": key, "dirs": _dirs_key(folder, slim), "slim": slim, "problem": problem}
         if entry["dirs"] is not None:
             index[rel] = entry
         if entry["problem"]:
-            log.warning("catalog: skipping %s: %s", path, entry["problem"])
+            log.warning("catalog: skipping %s/%s: %s", folder, MANIFEST, entry["problem"])
             continue
-        found[folder] = entry["slim"]
+        path = _FOLDERS.get(folder)
+        if path is None:
+            path = _FOLDERS[folder] = Path(folder)
+        found[path] = entry["slim"]
     if index != memo:
         _write_index(root, index)
     return found
+
+
+_FOLDERS: dict[str, Path] = {}  # output folder -> its Path, made (and hashed) once per process
 
 
 def _output_names(root: Path, stages: tuple[str, ...] = ()) -> list[tuple[str, str]]:
@@ -359,33 +369,72 @@ def _slim(manifest: dict) -> dict:
     return slim
 
 
-def _dirs_key(folder: Path, slim: dict | None) -> list | None:
+def _dirs_key(folder: str | Path, slim: dict | None) -> list | None:
     """The mtime of `folder` and of every folder its tables glob in (None: a glob with a wildcard folder,
     which is never cached)."""
     tables = (slim or {}).get("tables", {})
-    if not isinstance(tables, dict):
+    dirs = _table_dirs(tuple(tables.values()) if isinstance(tables, dict) else None)
+    if dirs is None:
         return None
-    dirs = {""}
-    for pattern in tables.values():
-        parent = os.path.dirname(pattern) if isinstance(pattern, str) else "*"
-        if has_magic(parent):
-            return None
-        dirs.add(parent)
     key = []
-    for d in sorted(dirs):
+    base = os.fspath(folder)
+    for d in dirs:
         try:
-            key.append(os.stat(os.path.join(folder, d)).st_mtime_ns)
+            key.append(os.stat(f"{base}/{d}" if d else base).st_mtime_ns)
         except OSError:
             key.append(None)
     return key
 
 
-def _read_index(root: Path) -> dict:
+_TABLE_DIRS: dict[tuple, tuple[str, ...] | None] = {}  # a handful of distinct `tables` layouts per root
+
+
+def _table_dirs(patterns: tuple | None) -> tuple[str, ...] | None:
+    """The folders (relative, "" first) that a manifest's table patterns glob in; None: a wildcard folder,
+    or `tables` is not a mapping."""
+    if patterns is None:
+        return None
+    if patterns not in _TABLE_DIRS:
+        dirs = {""}
+        for pattern in patterns:
+            parent = os.path.dirname(pattern) if isinstance(pattern, str) else "*"
+            if has_magic(parent):
+                dirs = None
+                break
+            dirs.add(parent)
+        _TABLE_DIRS[patterns] = None if dirs is None else tuple(sorted(dirs))
+    return _TABLE_DIRS[patterns]
+
+
+# The index as this process last read or wrote it, by root, with the file's (inode, mtime, size) then: a night
+# refreshes the catalog several times and looks earlier outputs up, and parsing the index each time costs
+# a JSON parse that grows with the root. Another process's write changes the key, and is read again.
+_INDEX_MEMO: dict[str, tuple[tuple[int, int, int], dict]] = {}
+
+
+def _index_key(path: Path) -> tuple[int, int, int] | None:
     try:
-        data = json.loads((root / INDEX).read_text(encoding="utf-8"))
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _read_index(root: Path) -> dict:
+    """The index's entries (never mutated by callers: `_manifests` builds a new dict)."""
+    path = root / INDEX
+    key = _index_key(path)
+    memo = _INDEX_MEMO.get(os.fspath(root))
+    if key is not None and memo is not None and memo[0] == key:
+        return memo[1]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return data.get("outputs", {}) if isinstance(data, dict) and data.get("version") == INDEX_VERSION else {}
+    outputs = data.get("outputs", {}) if isinstance(data, dict) and data.get("version") == INDEX_VERSION else {}
+    if key is not None and _index_key(path) == key:  # not replaced while it was read
+        _INDEX_MEMO[os.fspath(root)] = (key, outputs)
+    return outputs
 
 
 def _write_index(root: Path, index: dict) -> None:
@@ -394,10 +443,19 @@ def _write_index(root: Path, index: dict) -> None:
         atomic_write_text(root / INDEX, json.dumps(data, separators=(",", ":")))
     except OSError as exc:  # a read-only root: the index is only a cache
         log.debug("catalog index not written: %s", exc)
+        return
+    key = _index_key(root / INDEX)
+    if key is not None:
+        _INDEX_MEMO[os.fspath(root)] = (key, index)
 
 
 def _globs(folder: Path, manifest: dict) -> dict[str, Path]:
     return {table: folder / pattern for table, pattern in manifest.get("tables", {}).items()}
+
+
+def _all_globs(manifests: dict[Path, dict]) -> dict[Path, dict[str, Path]]:
+    """`_globs` of every output, made once per plan (a root holds hundreds of outputs)."""
+    return {folder: _globs(folder, manifest) for folder, manifest in manifests.items()}
 
 
 def quote_name(name: str) -> str:
@@ -407,16 +465,23 @@ def quote_name(name: str) -> str:
     return f'"{name}"'
 
 
-def latest_tables(root: Path, current: list[Path] = (), manifests: dict[Path, dict] | None = None) -> dict[str, Path]:
+def latest_tables(
+    root: Path,
+    current: list[Path] = (),
+    manifests: dict[Path, dict] | None = None,
+    globs: dict[Path, dict[str, Path]] | None = None,
+) -> dict[str, Path]:
     """Map table name -> absolute Parquet glob of the newest complete stage that writes it.
 
     `current`: stage folders a flow run just used; their tables win over newer ones. `manifests`:
-    `_manifests(root)` when the caller has read them already.
+    `_manifests(root)` when the caller has read them already; `globs`: `_all_globs(manifests)`, likewise.
     """
     best: dict[str, tuple[float, Path]] = {}
-    for folder, manifest in (_manifests(root) if manifests is None else manifests).items():
+    manifests = _manifests(root) if manifests is None else manifests
+    globs = _all_globs(manifests) if globs is None else globs
+    for folder, manifest in manifests.items():
         finished = float(manifest.get("finished_at", 0.0))
-        for table, glob in _globs(folder, manifest).items():
+        for table, glob in globs[folder].items():
             if table not in best or finished >= best[table][0]:
                 best[table] = (finished, glob)
     for folder in current:
@@ -451,7 +516,9 @@ def schema_name(source: str, kind: str, fingerprint: str) -> str:
     return f"{name}{'_kw' if kind == 'keywords' else ''}_{fingerprint[:8]}"
 
 
-def find_builds(root: Path, manifests: dict[Path, dict] | None = None) -> list[Build]:
+def find_builds(
+    root: Path, manifests: dict[Path, dict] | None = None, globs: dict[Path, dict[str, Path]] | None = None
+) -> list[Build]:
     """Every complete build: a head output whose upstream outputs are all complete, oldest first."""
     manifests = _manifests(root) if manifests is None else manifests
     builds = []
@@ -469,7 +536,8 @@ def find_builds(root: Path, manifests: dict[Path, dict] | None = None) -> list[B
         if current is None:
             continue  # an upstream output was deleted or is damaged: not a build any more
         for part in reversed(chain):
-            tables.update({t: [g] for t, g in _globs(part, manifests[part]).items()})
+            part_globs = globs[part] if globs is not None else _globs(part, manifests[part])
+            tables.update({t: [g] for t, g in part_globs.items()})
         ingest = manifests[chain[-1]]
         head_source = ingest.get("inputs", {}).get("path", "")
         name = (ingest.get("config") or {}).get("source_name") or head_source  # the documents' `source`
@@ -505,27 +573,31 @@ def plan_catalog(root: Path, current: list[Path] = (), previous: dict[str, str] 
     """Which files every view reads. `current`: the stage folders the latest flow run used;
     `previous`: kind -> output `main` showed before (from the catalog's `builds` table)."""
     manifests = _manifests(root)
-    builds = find_builds(root, manifests)
+    globs = _all_globs(manifests)
+    builds = find_builds(root, manifests, globs)
     current_outputs = [f"{folder.parent.name}/{folder.name}" for folder in current]
     main: dict[str, list[Path]] = {}
-    for table, glob in latest_tables(root, current, manifests).items():
+    for table, glob in latest_tables(root, current, manifests, globs).items():
         if table not in BUILD_TABLES + KEYWORD_TABLES + UNION_TABLES + RUN_TABLES:
             main[table] = [glob]
     for table, pointer in POINTED.items():
         pointed = _pointed(root, pointer, manifests).get(table)
         if pointed is not None:
             main[table] = [pointed]
+    by_table: dict[str, list[tuple[Path, Path]]] = {}  # table -> (output, glob), in the manifests' order
+    for folder, tables in globs.items():
+        for table, glob in tables.items():
+            by_table.setdefault(table, []).append((folder, glob))
     for table in UNION_TABLES:
-        globs = [g for folder, m in manifests.items() for t, g in _globs(folder, m).items() if t == table]
-        if globs:
-            main[table] = globs
+        union = [g for _, g in by_table.get(table, [])]
+        if union:
+            main[table] = union
     file_columns: dict[str, list[dict[str, str | None]]] = {}
     for table in RUN_TABLES:  # oldest run first; a run that wrote no file (no metrics rows) is left out
         runs = sorted(
-            (float(m.get("finished_at", 0.0)), str(g), g, _run_columns(folder, m))
-            for folder, m in manifests.items()
-            for t, g in _globs(folder, m).items()
-            if t == table and _files_exist([g])
+            (float(manifests[folder].get("finished_at", 0.0)), str(g), g, _run_columns(folder, manifests[folder]))
+            for folder, g in by_table.get(table, [])
+            if _files_exist([g])
         )
         if runs:
             main[table] = [g for _, _, g, _ in runs]
@@ -623,6 +695,33 @@ def _views(plan: CatalogPlan) -> tuple[list[tuple[str, str, str]], list[tuple]]:
     return views, files
 
 
+def _builds_rows(plan: CatalogPlan) -> list[tuple]:
+    """The `builds` table's rows."""
+    return [
+        (
+            b.schema,
+            b.kind,
+            plan.main_builds.get(b.kind) == b.output,
+            b.source,
+            b.rows,
+            b.output,
+            b.finished_at,
+            b.output.split("/", 1)[1],  # the head's fingerprint: train_metrics.input_fingerprint
+        )
+        for b in plan.builds
+    ]
+
+
+def _stamps(views: list[tuple[str, str, str]]) -> dict[str, str]:
+    return {f"{schema}.{table}": _stamp(sql) for schema, table, sql in views}
+
+
+def _tables_stamp(plan: CatalogPlan, files: list[tuple]) -> str:
+    """What the catalog's two tables (`catalog_views` rows `files`, `builds`) and `main`'s builds hold."""
+    payload = json.dumps([files, _builds_rows(plan), plan.main_builds], sort_keys=True, default=str)
+    return xxhash.xxh3_128_hexdigest(payload.encode())
+
+
 def _stamp(sql: str) -> str:
     """What a view was made from. Its SQL is enough: DuckDB binds a view's columns again when it is read, so a
     folder that gains a file with a new column (the `promotions` rows, one file per decision) needs no new view
@@ -630,16 +729,19 @@ def _stamp(sql: str) -> str:
     return xxhash.xxh3_128_hexdigest(sql.encode())
 
 
-def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan, old: dict[str, str] | None = None) -> dict[str, str]:
+def _write(
+    con: duckdb.DuckDBPyConnection,
+    plan: CatalogPlan,
+    old: dict[str, str] | None = None,
+    content: tuple[list[tuple[str, str, str]], list[tuple]] | None = None,
+) -> dict[str, str]:
     """Write the plan's views and tables into `con`: an empty database, or (`old`: view -> stamp) a copy of the
     catalog the last refresh wrote, where only views whose stamp changed are made again, views and schemas the
     plan no longer has are dropped, and the tables are rewritten: the same catalog as a whole rebuild, at a
     fraction of the cost (binding a view reads the footer of every Parquet file it names). Returns the stamps."""
     con.execute("BEGIN TRANSACTION")
-    views, files = _views(plan)
-    stamps: dict[str, str] = {}
-    for schema, table, sql in views:
-        stamps[f"{schema}.{table}"] = _stamp(sql)
+    views, files = content or _views(plan)
+    stamps = _stamps(views)
     if old is not None:
         kept_schemas = {schema for schema, *_ in views}
         for schema in sorted({key.split(".", 1)[0] for key in old} - kept_schemas - {"main"}):
@@ -667,19 +769,7 @@ def _write(con: duckdb.DuckDBPyConnection, plan: CatalogPlan, old: dict[str, str
         'CREATE OR REPLACE TABLE builds ("schema" VARCHAR, kind VARCHAR, in_main BOOLEAN, source VARCHAR, '
         '"rows" BIGINT, output VARCHAR, finished_at TIMESTAMPTZ, fingerprint VARCHAR)'
     )
-    rows = [
-        (
-            b.schema,
-            b.kind,
-            plan.main_builds.get(b.kind) == b.output,
-            b.source,
-            b.rows,
-            b.output,
-            b.finished_at,
-            b.output.split("/", 1)[1],  # the head's fingerprint: train_metrics.input_fingerprint
-        )
-        for b in plan.builds
-    ]
+    rows = _builds_rows(plan)
     if rows:
         names = ["schema", "kind", "in_main", "source", "rows", "output", "finished_at", "fingerprint"]
         _insert(con, "builds", names, rows)
@@ -715,21 +805,26 @@ def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S
         plan = plan_catalog(root, current, previous)  # read under the lock: the newest runs are seen
         tmp = root / f".{CATALOG}.tmp"  # one writer at a time (the lock): a fixed name, never left behind twice
         old = _remembered_views(path)
+        content = _views(plan)
+        tables = _tables_stamp(plan, content[1])
+        stale_wal = path.with_name(path.name + ".wal")  # of a session that was killed (a live one holds the lock)
+        same = old is not None and old == _stamps(content[0]) and (_sidecar(path) or {}).get("tables") == tables
+        if same and not stale_wal.exists():
+            return plan  # the file already holds exactly these views and tables: nothing to write
         stamps = None
         if old is not None:  # the file the last refresh wrote: update a copy of it
             try:
                 tmp.unlink(missing_ok=True)
                 shutil.copyfile(path, tmp)
-                stamps = _write_file(tmp, plan, old)
+                stamps = _write_file(tmp, plan, old, content)
             except (OSError, duckdb.Error) as exc:
                 log.warning("catalog: updating %s failed (%s); rebuilding it", path, str(exc).splitlines()[0])
         if stamps is None:
             tmp.unlink(missing_ok=True)
-            stamps = _write_file(tmp, plan)
-        stale_wal = path.with_name(path.name + ".wal")  # of a session that was killed (a live one holds the lock)
+            stamps = _write_file(tmp, plan, None, content)
         stale_wal.unlink(missing_ok=True)
         os.replace(tmp, path)
-        _remember_main(path, plan.main_builds, stamps)
+        _remember_main(path, plan.main_builds, stamps, tables)
     return plan
 
 
@@ -738,12 +833,17 @@ def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S
 BLOCK_SIZE = 16384
 
 
-def _write_file(path: Path, plan: CatalogPlan, old: dict[str, str] | None = None) -> dict[str, str]:
+def _write_file(
+    path: Path,
+    plan: CatalogPlan,
+    old: dict[str, str] | None = None,
+    content: tuple[list[tuple[str, str, str]], list[tuple]] | None = None,
+) -> dict[str, str]:
     """Write `plan` into `path`: a copy of the last catalog with view stamps `old`, or a new file."""
     config = {} if old is not None else {"default_block_size": str(BLOCK_SIZE)}  # a copy keeps its block size
     con = duckdb.connect(str(path), config=config)
     try:
-        return _write(con, plan, old)
+        return _write(con, plan, old, content)
     finally:
         con.close()  # checkpoints: everything is in the file, no WAL left
 

@@ -37,6 +37,21 @@ def fingerprint(stage: str, code_version: str, config: Any, upstream: list[str] 
     return hashlib.blake2b(payload.encode("utf-8"), digest_size=8).hexdigest()
 
 
+def fingerprints(stage: str, code_version: str, config: Any, upstreams: list[list[str]]) -> list[str]:
+    """`fingerprint(stage, code_version, config, u)` for every `u` of `upstreams`, the config made canonical
+    once (a folder's file units share one config, and a night fingerprints every unit). The payload is
+    spliced from canonical pieces: sorted keys (code, config, stage, upstream), no whitespace, as
+    `canonical_json` writes the whole."""
+    head = (
+        '{"code":' + canonical_json(code_version) + ',"config":' + canonical_json(config)
+        + ',"stage":' + canonical_json(stage) + ',"upstream":'
+    )  # fmt: skip
+    return [
+        hashlib.blake2b((head + canonical_json(list(u)) + "}").encode("utf-8"), digest_size=8).hexdigest()
+        for u in upstreams
+    ]
+
+
 def file_signature(path: str | os.PathLike) -> list[list[Any]]:
     """(relative path, size, mtime in ns) for a file or every file under a folder, sorted.
 

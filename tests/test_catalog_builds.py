@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -354,9 +355,9 @@ def test_a_refresh_updates_the_catalog_it_wrote_and_equals_a_whole_rebuild(tmp_p
     made = []
     write = catalog._write
 
-    def counting(con, plan, old=None):
+    def counting(con, plan, old=None, content=None):
         made.append(old is not None)
-        return write(con, plan, old)
+        return write(con, plan, old, content)
 
     monkeypatch.setattr(catalog, "_write", counting)
     # A night later: a second build, a run and an evaluation more, a promotions row with a new column (its
@@ -382,3 +383,19 @@ def test_a_refresh_updates_the_catalog_it_wrote_and_equals_a_whole_rebuild(tmp_p
     (tmp_path / "catalog.duckdb").write_bytes((tmp_path / "catalog.duckdb").read_bytes())  # another file now
     refresh_catalog(tmp_path)
     assert made == [True, False, False]  # a catalog someone else wrote is never updated in place
+
+    # Nothing new: the same views and tables, so the file is left as it is (readers keep their file).
+    before = os.stat(tmp_path / "catalog.duckdb")
+    refresh_catalog(tmp_path)
+    assert made == [True, False, False]
+    after = os.stat(tmp_path / "catalog.duckdb")
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    # Only a table changes (the build made again, finished later; no view's SQL changes): it is written.
+    manifest = json.loads((tmp_path / "shuffle" / "secondfp2" / "_manifest.json").read_text())
+    manifest["finished_at"] += 60
+    (tmp_path / "shuffle" / "secondfp2" / "_manifest.json").write_text(json.dumps(manifest))
+    refresh_catalog(tmp_path)
+    assert made == [True, False, False, True]
+    ((written,),) = query(tmp_path, "SELECT epoch(finished_at) FROM builds WHERE output = 'shuffle/secondfp2'")
+    assert written == pytest.approx(manifest["finished_at"], abs=1e-5)  # TIMESTAMPTZ: microseconds
+    assert _catalog_snapshot(tmp_path)["views"] == updated["views"]

@@ -114,6 +114,15 @@ def test_the_manifest_index_never_outlives_what_it_describes(tmp_path, caplog):
     assert views(root) == {"renamed": 2, "sub_rows": 3}
     assert json.loads((root / INDEX).read_text())["version"] == INDEX_VERSION
 
+    # This process keeps the index it last read or wrote; one another process wrote since is read again.
+    data = json.loads((root / INDEX).read_text())
+    data["outputs"]["sub/0123456789abcdef"]["problem"] = "verdict of another process"
+    (root / INDEX).write_text(json.dumps(data))
+    with caplog.at_level(logging.WARNING, logger="storage.catalog"):
+        refresh_catalog(root)
+    assert views(root) == {"renamed": 2}
+    assert "verdict of another process" in caplog.text
+
 
 def test_main_is_remembered_only_for_the_catalog_file_it_was_written_with(tmp_path):
     """`.catalog-main.json` spares a refresh opening the old catalog to learn what `main` showed; a catalog

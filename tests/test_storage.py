@@ -16,7 +16,7 @@ import pytest
 
 from storage.atomic import atomic_path, atomic_write_json
 from storage.catalog import latest_tables, refresh_catalog
-from storage.fingerprint import canonical_json, content_signature, file_signature, fingerprint
+from storage.fingerprint import canonical_json, content_signature, file_signature, fingerprint, fingerprints
 from storage.manifest import is_complete, write_manifest
 from storage.shards import (
     finished_shards,
@@ -55,6 +55,27 @@ def test_fingerprint_changes_with_config_code_and_upstream():
     assert fingerprint("split", "v2", {"max": 512}, ["u1"]) != base
     assert fingerprint("split", "v1", {"max": 512}, ["u2"]) != base
     assert fingerprint("split", "v1", {"max": 512}, ["u1"]) == base
+
+
+def test_fingerprints_of_many_upstreams_equal_fingerprint_of_each():
+    """The batch form splices the payload from canonical pieces: it must hash the same bytes as the whole,
+    for any config (dataclasses, paths, unicode, nested) and any upstream strings (quotes, unicode, none)."""
+    import random
+
+    rng = random.Random(7)
+    words = ["a", 'b"q', "ü", "中文", "x\\y", "", "path/to/f.jsonl", "1e5"]
+    configs = [
+        IngestConfig(ReaderConfig(text_field="body"), "src", 100),
+        {"max": 512, "z": [1, 2.5, None], "a": {"ü": True}},
+        {"path": Path("/tmp/a b"), "n": -3},
+        "plain",
+        None,
+    ]
+    for config in configs:
+        upstreams = [[rng.choice(words) for _ in range(rng.randint(0, 3))] for _ in range(40)]
+        for stage, code in (("ingest-file", "ingest_file_v3"), ("split", "v1")):
+            expected = [fingerprint(stage, code, config, u) for u in upstreams]
+            assert fingerprints(stage, code, config, upstreams) == expected
 
 
 def test_file_signature_sees_edits(tmp_path):

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from storage.fingerprint import canonical_json, fingerprint
+from storage.fingerprint import canonical_json, fingerprint, fingerprints
 from storage.layout import stage_dir
 from storage.manifest import is_complete
 from storage.shards import finished_shards, link_shard, read_shard, sum_shard_stats, write_shard
@@ -134,8 +134,10 @@ def build_unit(unit: FileUnit, config: IngestConfig, source: str, root: str) -> 
 
 
 def unit_dirs(units: list[FileUnit], config: IngestConfig, source: str, root: Path) -> list[Path]:
-    """Where each unit's output is (or will be), in `units` order."""
-    return [stage_dir(root, UNIT_STAGE, unit_fingerprint(u, config, source)) for u in units]
+    """Where each unit's output is (or will be), in `units` order: `unit_fingerprint` of each, the config
+    made canonical once."""
+    keys = [[canonical_json({"source": source, **u.key()})] for u in units]
+    return [stage_dir(root, UNIT_STAGE, f) for f in fingerprints(UNIT_STAGE, FILE_CODE_VERSION, config, keys)]
 
 
 def missing_units(units: list[FileUnit], config: IngestConfig, source: str, root: Path) -> list[FileUnit]:
