@@ -277,8 +277,9 @@ def unsafe_tables(folder: Path, manifest: dict) -> str:
     return ""
 
 
-INDEX = ".catalog-index.json"  # what the last refresh read of each manifest (see `_manifests`)
-INDEX_VERSION = 2
+INDEX = ".catalog-index"  # what the last refresh read of each manifest, a file per stage (see `_manifests`)
+OLD_INDEX = ".catalog-index.json"  # the one file earlier versions kept: removed at the first write
+INDEX_VERSION = 3
 # What the catalog plans with, and what the night's lookups of earlier outputs match on (the previous build
 # of a folder, a warm start's earlier fit, shards an earlier output already made): never an inventory.
 SLIM_FIELDS = (
@@ -299,14 +300,16 @@ def _manifests(root: Path, stages: tuple[str, ...] = ()) -> dict[Path, dict]:
 
     A root keeps hundreds of outputs and a night refreshes the catalog several times, in several processes:
     parsing every manifest (inventories of hundreds of files) and globbing every table each time made the
-    refresh grow with the root. `<root>/.catalog-index.json` keeps, per output, the slim fields and the
-    safety verdict, keyed by the manifest's inode, mtime and size and by the mtime of every folder its
+    refresh grow with the root. `<root>/.catalog-index/<stage>.json` keeps, per output, the slim fields and
+    the safety verdict, keyed by the manifest's inode, mtime and size and by the mtime of every folder its
     tables glob in: an output rewritten, or a file added to or removed from a table's folder, is read again.
+    A file per stage, because a night's refreshes each add an output or two: only those stages' files are
+    written again, not the runs' and evaluations' records of every night the root keeps.
     The index is a cache: a missing, stale or unreadable one costs a full read, never a wrong view.
     `stages`: only those stages' outputs (the index keeps the others' entries)."""
     memo = _read_index(root)
     found: dict[Path, dict] = {}
-    index = {rel: e for rel, e in memo.items() if rel.split("/", 1)[0] not in stages} if stages else {}
+    index: dict[str, dict[str, dict]] = {}  # stage -> rel -> entry, as this call finds them
     base = os.fspath(root)
     # Strings until a folder is found: this runs for every output of the root, several times a night.
     for stage, name in _output_names(root, stages):
@@ -317,7 +320,7 @@ def _manifests(root: Path, stages: tuple[str, ...] = ()) -> dict[Path, dict]:
         except OSError:
             continue  # not complete (or gone)
         key = [st.st_ino, st.st_mtime_ns, st.st_size]
-        entry = memo.get(rel)
+        entry = memo.get(stage, {}).get(rel)
         if not (entry and entry.get("key") == key and entry.get("dirs") == _dirs_key(folder, entry.get("slim"))):
             manifest = _manifest(Path(folder, MANIFEST))
             if manifest is None:
@@ -326,7 +329,7 @@ def _manifests(root: Path, stages: tuple[str, ...] = ()) -> dict[Path, dict]:
             problem = unsafe_tables(Path(folder), manifest)
             entry = {"key": key, "dirs": _dirs_key(folder, slim), "slim": slim, "problem": problem}
         if entry["dirs"] is not None:
-            index[rel] = entry
+            index.setdefault(stage, {})[rel] = entry
         if entry["problem"]:
             log.warning("catalog: skipping %s/%s: %s", folder, MANIFEST, entry["problem"])
             continue
@@ -334,8 +337,9 @@ def _manifests(root: Path, stages: tuple[str, ...] = ()) -> dict[Path, dict]:
         if path is None:
             path = _FOLDERS[folder] = Path(folder)
         found[path] = entry["slim"]
-    if index != memo:
-        _write_index(root, index)
+    for stage in sorted(set(stages) if stages else set(memo) | set(index)):
+        if index.get(stage, {}) != memo.get(stage, {}):
+            _write_index(root, stage, index.get(stage, {}))
     return found
 
 
@@ -406,13 +410,13 @@ def _table_dirs(patterns: tuple | None) -> tuple[str, ...] | None:
     return _TABLE_DIRS[patterns]
 
 
-# The index as this process last read or wrote it, by root, with the file's (inode, mtime, size) then: a night
-# refreshes the catalog several times and looks earlier outputs up, and parsing the index each time costs
-# a JSON parse that grows with the root. Another process's write changes the key, and is read again.
+# The index files as this process last read or wrote them, by path, with each file's (inode, mtime, size) then:
+# a night refreshes the catalog several times and looks earlier outputs up, and parsing the index each time
+# costs a JSON parse that grows with the root. Another process's write changes the key, and is read again.
 _INDEX_MEMO: dict[str, tuple[tuple[int, int, int], dict]] = {}
 
 
-def _index_key(path: Path) -> tuple[int, int, int] | None:
+def _index_key(path: str | Path) -> tuple[int, int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -420,33 +424,55 @@ def _index_key(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def _read_index(root: Path) -> dict:
-    """The index's entries (never mutated by callers: `_manifests` builds a new dict)."""
-    path = root / INDEX
-    key = _index_key(path)
-    memo = _INDEX_MEMO.get(os.fspath(root))
-    if key is not None and memo is not None and memo[0] == key:
-        return memo[1]
+def _read_index(root: Path) -> dict[str, dict[str, dict]]:
+    """stage -> the index's entries of that stage (never mutated by callers: `_manifests` builds new dicts)."""
+    folder = os.path.join(root, INDEX)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".json") and not e.name.startswith("."))
+    except OSError:
         return {}
-    outputs = data.get("outputs", {}) if isinstance(data, dict) and data.get("version") == INDEX_VERSION else {}
-    if key is not None and _index_key(path) == key:  # not replaced while it was read
-        _INDEX_MEMO[os.fspath(root)] = (key, outputs)
-    return outputs
+    found = {}
+    for name in names:
+        path = os.path.join(folder, name)
+        key, memo = _index_key(path), _INDEX_MEMO.get(path)
+        if key is not None and memo is not None and memo[0] == key:
+            found[name[: -len(".json")]] = memo[1]
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        entries = data.get("outputs") if isinstance(data, dict) and data.get("version") == INDEX_VERSION else None
+        if not isinstance(entries, dict):
+            continue
+        if key is not None and _index_key(path) == key:  # not replaced while it was read
+            _INDEX_MEMO[path] = (key, entries)
+        found[name[: -len(".json")]] = entries
+    return found
 
 
-def _write_index(root: Path, index: dict) -> None:
+def _write_index(root: Path, stage: str, entries: dict[str, dict]) -> None:
+    """One stage's index file (removed when the stage has no output left)."""
+    path = os.path.join(root, INDEX, f"{stage}.json")
     try:
-        data = {"version": INDEX_VERSION, "outputs": index}
-        atomic_write_text(root / INDEX, json.dumps(data, separators=(",", ":")))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.exists(os.path.join(root, OLD_INDEX)):
+            os.unlink(os.path.join(root, OLD_INDEX))
+        if not entries:
+            _INDEX_MEMO.pop(path, None)
+            if os.path.exists(path):
+                os.unlink(path)
+            return
+        atomic_write_text(
+            Path(path), json.dumps({"version": INDEX_VERSION, "outputs": entries}, separators=(",", ":"))
+        )
     except OSError as exc:  # a read-only root: the index is only a cache
         log.debug("catalog index not written: %s", exc)
         return
-    key = _index_key(root / INDEX)
+    key = _index_key(path)
     if key is not None:
-        _INDEX_MEMO[os.fspath(root)] = (key, index)
+        _INDEX_MEMO[path] = (key, entries)
 
 
 def _globs(folder: Path, manifest: dict) -> dict[str, Path]:

@@ -78,9 +78,10 @@ def test_keywords_takes_a_fingerprint_only(tmp_path, capsys, value):
 
 
 def test_the_manifest_index_never_outlives_what_it_describes(tmp_path, caplog):
-    """`.catalog-index.json` spares a refresh re-reading unchanged manifests; every change it could hide is
-    seen: a rewritten manifest, a link planted in a table's folder after a refresh, a damaged index."""
-    from storage.catalog import INDEX, INDEX_VERSION
+    """`.catalog-index/` spares a refresh re-reading unchanged manifests; every change it could hide is
+    seen: a rewritten manifest, a link planted in a table's folder after a refresh, a damaged index, an
+    index file another process wrote. A file per stage: a stage with no new output is not written again."""
+    from storage.catalog import INDEX, INDEX_VERSION, OLD_INDEX
 
     root, outside = tmp_path / "data", tmp_path / "outside"
     outside.mkdir()
@@ -89,16 +90,20 @@ def test_the_manifest_index_never_outlives_what_it_describes(tmp_path, caplog):
     sub = stage(root, "sub", {"sub_rows": "rows/part-*.parquet"})
     (sub / "rows").mkdir()
     pq.write_table(pa.table({"x": [1, 2, 3]}), sub / "rows" / "part-00000.parquet")
+    (root / OLD_INDEX).write_text("{}")  # the single file of earlier versions: replaced
     refresh_catalog(root)
-    index = json.loads((root / INDEX).read_text())["outputs"]
-    assert set(index) == {"good/0123456789abcdef", "sub/0123456789abcdef"}
+    assert sorted(p.name for p in (root / INDEX).iterdir()) == ["good.json", "sub.json"]
+    assert not (root / OLD_INDEX).exists()
+    assert list(json.loads((root / INDEX / "good.json").read_text())["outputs"]) == ["good/0123456789abcdef"]
     assert views(root) == {"good_rows": 2, "sub_rows": 3}
+    sub_written = (root / INDEX / "sub.json").stat().st_mtime_ns
 
     # The same path, another manifest (an output deleted and made again): its new tables are read.
     manifest = good / "_manifest.json"
     manifest.write_text(json.dumps({"stage": "good", "tables": {"renamed": "part-*.parquet"}, "finished_at": 2.0}))
     refresh_catalog(root)
     assert views(root) == {"renamed": 2, "sub_rows": 3}
+    assert (root / INDEX / "sub.json").stat().st_mtime_ns == sub_written  # nothing new there
 
     # A link out of the root planted in a table's sub-folder after the verdict was cached: skipped again.
     (sub / "rows" / "part-00001.parquet").symlink_to(outside / "part-00000.parquet")
@@ -109,15 +114,15 @@ def test_the_manifest_index_never_outlives_what_it_describes(tmp_path, caplog):
 
     # A damaged index is a full read, not an error.
     (sub / "rows" / "part-00001.parquet").unlink()
-    (root / INDEX).write_text("{not json")
+    (root / INDEX / "sub.json").write_text("{not json")
     refresh_catalog(root)
     assert views(root) == {"renamed": 2, "sub_rows": 3}
-    assert json.loads((root / INDEX).read_text())["version"] == INDEX_VERSION
+    assert json.loads((root / INDEX / "sub.json").read_text())["version"] == INDEX_VERSION
 
     # This process keeps the index it last read or wrote; one another process wrote since is read again.
-    data = json.loads((root / INDEX).read_text())
+    data = json.loads((root / INDEX / "sub.json").read_text())
     data["outputs"]["sub/0123456789abcdef"]["problem"] = "verdict of another process"
-    (root / INDEX).write_text(json.dumps(data))
+    (root / INDEX / "sub.json").write_text(json.dumps(data))
     with caplog.at_level(logging.WARNING, logger="storage.catalog"):
         refresh_catalog(root)
     assert views(root) == {"renamed": 2}
