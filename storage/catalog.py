@@ -218,12 +218,12 @@ def _remembered_main(path: Path) -> dict[str, str] | None:
     return main if isinstance(main, dict) else None
 
 
-def _remembered_views(path: Path) -> dict[str, str] | None:
-    """view -> stamp of the catalog file as the last refresh wrote it (None: not ours, or from older code)."""
+def _remembered_write(path: Path) -> dict | None:
+    """The sidecar of the catalog file as the last refresh wrote it, with its `views` (view -> stamp) and
+    `tables` stamps (None: not ours, or from older code)."""
     data = _sidecar(path) or {}
-    views = data.get("views")
     same = data.get("version") == SIDECAR_VERSION and data.get("duckdb") == duckdb.__version__
-    return views if same and isinstance(views, dict) else None
+    return data if same and isinstance(data.get("views"), dict) else None
 
 
 def _remember_main(
@@ -830,11 +830,12 @@ def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S
         previous = _previous_main(path, deadline)
         plan = plan_catalog(root, current, previous)  # read under the lock: the newest runs are seen
         tmp = root / f".{CATALOG}.tmp"  # one writer at a time (the lock): a fixed name, never left behind twice
-        old = _remembered_views(path)
+        last = _remembered_write(path)
+        old = last["views"] if last else None
         content = _views(plan)
         tables = _tables_stamp(plan, content[1])
         stale_wal = path.with_name(path.name + ".wal")  # of a session that was killed (a live one holds the lock)
-        same = old is not None and old == _stamps(content[0]) and (_sidecar(path) or {}).get("tables") == tables
+        same = last is not None and old == _stamps(content[0]) and last.get("tables") == tables
         if same and not stale_wal.exists():
             return plan  # the file already holds exactly these views and tables: nothing to write
         stamps = None
