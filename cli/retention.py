@@ -14,7 +14,10 @@ def retention_options(parser: argparse.ArgumentParser) -> None:
     d = RetentionConfig()
     parser.add_argument("--keep-builds", type=int, default=d.keep_builds, help="newest builds kept per corpus")
     parser.add_argument(
-        "--keep-champions", type=int, default=d.keep_champions, help="newest champions in the history kept (rollback)"
+        "--keep-champions",
+        type=int,
+        default=d.keep_champions,
+        help="predecessors of the champion kept, each `gur rollback` going one back (default %(default)s)",
     )
     parser.add_argument(
         "--keep-refused", type=int, default=d.keep_refused, help="newest refused candidates whose weights stay"
@@ -26,8 +29,9 @@ def parse_gc(add: Add) -> None:
         "gc",
         help="delete what no one can need: old builds, refused candidates' weights, finished checkpoints",
         description="Delete what nothing kept can reach, and nothing else. Kept: the newest --keep-builds builds of\n"
-        "each corpus and every output they were made from; the champion and the newest --keep-champions\n"
-        "entries of its history (gur rollback keeps working); every run in progress; every training run the\n"
+        "each corpus and every output they were made from; the champion, the --keep-champions predecessors\n"
+        "its history records and the newest --keep-champions history entries (gur rollback keeps working\n"
+        "that many times in a row); every run in progress; every training run the\n"
         "nightly never judged; evaluation and STS outputs. Deleted: older data-stage outputs, the weights and\n"
         "checkpoints of refused candidates and of champions past the window (their manifests, metrics and\n"
         "promotions rows stay), finished runs' checkpoints. A dry run by default: it prints what it would\n"

@@ -145,7 +145,8 @@ def train_candidate(
 
 def retention(cfg: NightlyConfig, base: Path, pending: dict[str, str]) -> dict[str, Any]:
     """The night's gc (`[retention]`, tasks/retention/): the decision row's `gc` and `gc_freed_bytes`. It waits
-    up to 10 minutes for other builds on the root, then skips (the next night or `gur gc` catches up)."""
+    up to 10 minutes for other builds on the root, then skips (the next night or `gur gc` catches up); a gc
+    that fails is a `failed: ...` note in the row, never a failed night (the decision is already taken)."""
     if not cfg.retention.apply:
         return {"gc": "off ([retention] apply = false)"}
     from storage.builds_lock import RootBusy, builds_lock
@@ -156,6 +157,15 @@ def retention(cfg: NightlyConfig, base: Path, pending: dict[str, str]) -> dict[s
             result = collect_locked(base, cfg.retention.config(), True, pending)
     except RootBusy as exc:
         return {"gc": f"skipped: {exc}"}
+    except Exception as exc:  # the night's decision stands (a promotion is already made): gc is only upkeep
+        from storage.progress import current_logger
+
+        current_logger(__name__).warning(
+            "retention failed, the night's decision stands; `gur gc --apply` retries it: %s: %s",
+            type(exc).__name__,
+            exc,
+        )
+        return {"gc": f"failed: {type(exc).__name__}: {exc}"[:500]}
     print(f"retention: {summary(result)}")
     return {"gc": summary(result), "gc_freed_bytes": result.freed}
 
@@ -178,7 +188,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         row.update(retention(cfg, base, {}))  # after embedding: the view's new output is what gc keeps
         record_decision(base, row)
         update_catalog(str(base), [data])
-        publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, [], night=night))
+        publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, [], night=night, gc=row["gc"]))
         print(f"{reason}; {time.time() - started:.1f} s")
         return row
 
@@ -232,7 +242,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     record_decision(base, row)
     update_catalog(str(base), [data, ref, result["metrics"]])
     names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))
-    publish(decision_markdown(verdict, reason, candidate, reference, metrics, names, test, night))
+    publish(decision_markdown(verdict, reason, candidate, reference, metrics, names, test, night, row["gc"]))
     print(f"{verdict}: {reason}; {time.time() - started:.0f} s")
     print(json.dumps({k: v for k, v in row.items() if k.endswith("metrics")}, indent=1))
     return row

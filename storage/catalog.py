@@ -595,10 +595,15 @@ def _pick(builds: list[Build], current: list[str], previous: str | None) -> Buil
     return (non_empty or builds or [None])[-1]
 
 
-def plan_catalog(root: Path, current: list[Path] = (), previous: dict[str, str] | None = None) -> CatalogPlan:
+def plan_catalog(
+    root: Path, current: list[Path] = (), previous: dict[str, str] | None = None, without: frozenset[str] = frozenset()
+) -> CatalogPlan:
     """Which files every view reads. `current`: the stage folders the latest flow run used;
-    `previous`: kind -> output `main` showed before (from the catalog's `builds` table)."""
+    `previous`: kind -> output `main` showed before (from the catalog's `builds` table); `without`: outputs
+    (`stage/fingerprint`) to leave out, as if deleted (what a gc is about to delete)."""
     manifests = _manifests(root)
+    if without:
+        manifests = {f: m for f, m in manifests.items() if f"{f.parent.name}/{f.name}" not in without}
     globs = _all_globs(manifests)
     builds = find_builds(root, manifests, globs)
     current_outputs = [f"{folder.parent.name}/{folder.name}" for folder in current]
@@ -816,7 +821,9 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, names: list[str], rows: 
         con.unregister("_rows")
 
 
-def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S) -> CatalogPlan:
+def refresh_catalog(
+    root: Path, current: list[Path] = (), wait_s: float = WAIT_S, without: frozenset[str] = frozenset()
+) -> CatalogPlan:
     """Rebuild the catalog under the catalog lock; returns what its views read.
 
     The new catalog is written to a temporary file and renamed over the old one, so an open
@@ -828,7 +835,7 @@ def refresh_catalog(root: Path, current: list[Path] = (), wait_s: float = WAIT_S
     path = root / CATALOG
     with catalog_lock(root, wait_s):
         previous = _previous_main(path, deadline)
-        plan = plan_catalog(root, current, previous)  # read under the lock: the newest runs are seen
+        plan = plan_catalog(root, current, previous, without)  # read under the lock: the newest runs are seen
         tmp = root / f".{CATALOG}.tmp"  # one writer at a time (the lock): a fixed name, never left behind twice
         last = _remembered_write(path)
         old = last["views"] if last else None

@@ -17,9 +17,10 @@ import pytest
 
 from gur_cli import main as gur
 from storage.stage_output import StageOutput, ref_dir, verify_outputs
-from tasks.nightly.champion import read_champion, record_decision, set_champion
+from tasks.nightly.champion import read_champion, record_decision, roll_back, set_champion
 from tasks.retention.collect import collect
 from tasks.retention.plan import RetentionConfig, plan
+from tasks.retention.sweep import freed_by, freed_by_stage, size_by_stage, size_of
 from tests.conftest import REPO, require_shared
 from tests.test_cli_crash_resume import slow_down
 
@@ -124,11 +125,10 @@ def test_gc_keeps_what_can_be_needed_and_frees_the_rest(grown_root, capsys):
 
 def test_champions_past_the_window_lose_their_weights_and_gc_du_report(grown_root, capsys):
     root, exports = grown_root["root"], grown_root["exports"]
-    the_plan = plan(root, RetentionConfig(keep_builds=1, keep_champions=1, keep_refused=1))
-    assert the_plan.prune[exports["first"].removesuffix("/export").split(str(root) + "/")[1]] == (
-        "export",
-        "checkpoints",
-    )
+    first = exports["first"].removesuffix("/export").split(str(root) + "/")[1]
+    assert "rollback 1 back" in plan(root, RetentionConfig(keep_builds=1, keep_champions=1)).keep[first]
+    the_plan = plan(root, RetentionConfig(keep_builds=1, keep_champions=0, keep_refused=1))
+    assert the_plan.prune[first] == ("export", "checkpoints")
     assert "keep_refused" in the_plan.keep[exports["refused"].removesuffix("/export").split(str(root) + "/")[1]]
     assert gur(["--root", str(root), "du", "--keep-builds", "1"]) == 0
     out = capsys.readouterr().out
@@ -173,6 +173,7 @@ def test_a_gc_killed_mid_way_is_finished_by_a_rerun_and_the_root_verifies(grown_
     proc.wait()
     assert (root / ".trash").exists(), "the gc finished before the kill"
     assert all(row["status"] != "damaged" for row in verify_outputs(root))  # consistent mid-way
+    duckdb_reads_every_view(root)  # the catalog left out what goes before anything moved
     assert gur(["--root", str(root), "gc", "--apply", "--keep-builds", "1"]) == 0
     assert not (root / ".trash").exists() and all(row["status"] != "damaged" for row in verify_outputs(root))
     assert not plan(root, RetentionConfig(keep_builds=1)).delete  # the rerun finished the work
@@ -217,3 +218,112 @@ def test_reports_past_the_window_keep_their_numbers_not_their_extras(grown_root)
     again = evaluate(models=["bm25"], stackoverflow=str(shared), stsb=[], lee=False, demo_retrieval=False,
                      limit=60, root=str(root))["metrics"]  # fmt: skip
     assert again == reports[0] and (old[0] / "report.md").exists()  # asked for again: rebuilt whole
+
+
+def test_gc_keeps_the_predecessors_rollback_walks_back_to_however_many_were_rolled_back(tmp_path, capsys):
+    """#1, #2, then four champions each rolled back, then #7 (its predecessor #2): the rolled-back entries are
+    the newest history, but rollback walks #7 -> #2 -> #1, so those are what keep_champions keeps."""
+    root = tmp_path / "data"
+    runs = {name: train_output(root, name, []) for name in ("a", "b", "x1", "x2", "x3", "x4", "c")}
+    exports = {name: str(ref_dir(root, ref) / "export") for name, ref in runs.items()}
+    for name in ("a", "b", "x1", "x2", "x3", "x4", "c"):
+        set_champion(root, {"export": exports[name], "train": runs[name]})
+        record_decision(root, {"decision": "promoted", "candidate": exports[name]})
+        if name.startswith("x"):
+            roll_back(root)
+    assert read_champion(root)["previous"] == 2
+    kept = plan(root, RetentionConfig(keep_champions=2)).keep
+    for name, why in (("c", "the champion (#7)"), ("b", "rollback 1 back"), ("a", "rollback 2 back")):
+        assert why in kept[f"train/{Path(exports[name]).parent.name}"], name
+    collect(root, RetentionConfig(keep_champions=1), do_apply=True)  # one step back is kept, not two
+    assert gur(["--root", str(root), "rollback"]) == 0 and read_champion(root)["export"] == exports["b"]
+    assert (Path(exports["b"]) / "model.safetensors").exists() and not Path(exports["a"]).exists()
+    assert gur(["--root", str(root), "rollback"]) == 1  # #1's weights are gone: refused, nothing changed
+    assert "predecessor #1 has no model" in capsys.readouterr().err
+    assert read_champion(root)["export"] == exports["b"]
+
+
+def _tree(folder: Path, rng, files: int) -> list[Path]:
+    folder.mkdir(parents=True)
+    made = []
+    for i in range(files):
+        made.append(folder / f"f{i}")
+        made[-1].write_bytes(bytes(int(rng.integers(1, 5000))))
+    return made
+
+
+def test_freed_and_held_bytes_by_stage_count_each_hard_link_once_and_add_up(tmp_path):
+    """Compared with the plain sums over every path on random trees of files linked across stages: a folder
+    ingest links its units' shards, so deleting both frees what deleting either alone does not."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        base = tmp_path / str(trial)
+        stages = {s: [base / s / "kept", base / s / "gone"] for s in ("ingest", "ingest-file", "pair")}
+        made = [f for folders in stages.values() for f in _tree(folders[1], rng, 5) + _tree(folders[0], rng, 3)]
+        for i in range(int(rng.integers(1, 12))):  # links across stages and folders
+            source, target = rng.choice(len(made), 2)
+            link = Path(made[int(target)].parent) / f"link{i}"
+            if not link.exists():
+                os.link(made[int(source)], link)
+        doomed = {s: [folders[1]] for s, folders in stages.items()}
+        freed = freed_by_stage(doomed)
+        assert sum(freed.values()) == freed_by([p for paths in doomed.values() for p in paths])
+        held = size_by_stage(stages)
+        assert sum(held.values()) == size_of([base])
+    a, b = tmp_path / "x" / "ingest-file", tmp_path / "x" / "ingest"
+    a.mkdir(parents=True), b.mkdir()
+    (a / "shard").write_bytes(bytes(1000))
+    os.link(a / "shard", b / "shard")
+    assert freed_by([a]) == freed_by([b]) == 0 and freed_by_stage({"ingest": [b], "ingest-file": [a]}) == {
+        "ingest": 1000,
+        "ingest-file": 0,
+    }
+
+
+def test_retention_settings_are_checked_where_they_are_read(tmp_path):
+    from tasks.nightly.config import load_nightly_config
+
+    path = tmp_path / "nightly.toml"
+    for line, error in (
+        ('apply = "false"', r"\[retention\].*apply must be true or false"),
+        ("keep_builds = true", r"\[retention\].*keep_builds must be a whole number"),
+        ("keep_refused = 1.5", r"\[retention\].*keep_refused must be a whole number"),
+        ("keep_champions = -1", r"\[retention\].*keep_champions must be a whole number >= 0"),
+    ):
+        path.write_text(
+            f'[corpus]\npath = "docs"\n[evaluate]\nstsb = []\n[gate]\nguards = {{}}\n[retention]\n{line}\n'
+        )
+        with pytest.raises(ValueError, match=error):
+            load_nightly_config(path)
+
+
+def test_a_night_whose_gc_fails_keeps_its_decision_and_says_why(grown_root, tmp_path):
+    """The gc runs after the promotion: its error is a note in the decision row, never a failed night."""
+    from flows.nightly_retrain import retention
+    from tasks.nightly.config import load_nightly_config
+
+    root = grown_root["root"]
+    path = tmp_path / "nightly.toml"
+    path.write_text(
+        '[corpus]\npath = "docs"\n[evaluate]\nstsb = []\n[gate]\nguards = {}\n[retention]\nkeep_builds = 1\n'
+    )
+    (root / ".trash").write_text("not a folder")  # where gc moves what it deletes: the move fails
+    row = retention(load_nightly_config(path), root, {})
+    assert row["gc"].startswith("failed: FileExistsError") and "gc_freed_bytes" not in row
+    (root / ".trash").unlink()
+    row = retention(load_nightly_config(path), root, {})
+    assert row["gc"].startswith("deleted ") and row["gc_freed_bytes"] > 0
+
+
+def test_an_unreadable_manifest_is_kept_and_named_not_a_traceback(tmp_path, capsys):
+    root = tmp_path / "data"
+    train_output(root, "fine", [])
+    broken = root / "pair" / "00ff00ff00ff00ff"
+    broken.mkdir(parents=True)
+    (broken / "_manifest.json").write_text('{"stage": "pair", "files": {', encoding="utf-8")  # cut short
+    kept = plan(root, RetentionConfig()).keep
+    assert kept["pair/00ff00ff00ff00ff"].startswith("damaged, left for you to look at (gur verify)")
+    assert gur(["--root", str(root), "gc", "--apply"]) == 0 and broken.exists()
+    assert gur(["--root", str(root), "du"]) == 0 and "pair/00ff00ff00ff00ff: damaged" in capsys.readouterr().out

@@ -148,9 +148,10 @@ def rolled_back(root: Path) -> dict[str, dict]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-def rollback(root: Path) -> tuple[dict, dict]:
+def rollback(root: Path, require_model: bool = False) -> tuple[dict, dict]:
     """Point champion.json at the current champion's recorded predecessor and mark the current export as
-    rolled back (no night promotes it again); returns (previous, restored)."""
+    rolled back (no night promotes it again); returns (previous, restored). `require_model`: refuse when the
+    predecessor's model folder is gone (`gur rollback`: nothing is changed then)."""
     current = read_champion(root)
     if current is None:
         raise ValueError(f"{models_dir(root)}: no champion to roll back")
@@ -159,6 +160,13 @@ def rollback(root: Path) -> tuple[dict, dict]:
     restored = next((p for p in history(root) if p["number"] == current["previous"]), None)
     if restored is None:
         raise ValueError(f"{models_dir(root)}: champion #{current['number']}'s predecessor is missing from history")
+    export = Path(restored["export"])
+    if require_model and not (export / "modules.json").exists() and not (export / "config.json").exists():
+        raise ValueError(
+            f"champion #{current['number']}'s predecessor #{restored['number']} has no model at {export} any more"
+            " (its weights were deleted: by hand, or by a gc whose keep_champions did not reach it);"
+            " `gur promote MODEL_FOLDER` makes another model the champion"
+        )
     marks = {**rolled_back(root), current["export"]: {"number": current["number"], "at": time.time()}}
     atomic_write_json(models_dir(root) / "rolled_back.json", marks, fsync=True)
     _point_at(root, restored)
@@ -192,7 +200,7 @@ def promote_by_hand(root: Path, export: Path, reason: str = "") -> dict:
 def roll_back(root: Path) -> tuple[dict, dict]:
     """`gur rollback`: `rollback` under the root lock, recorded."""
     with root_lock(root, "gur rollback"):
-        current, restored = rollback(root)
+        current, restored = rollback(root, require_model=True)
         record_decision(
             root,
             {

@@ -34,7 +34,7 @@
     [retention]                  # gc at the end of each night (`gur gc`): what the night keeps
     apply = true
     keep_builds = 7              # newest builds of the corpus, and what they were made from
-    keep_champions = 5           # newest champions in the history (`gur rollback` needs them)
+    keep_champions = 5           # predecessors of the champion kept (each `gur rollback` goes one back)
     keep_refused = 1             # newest refused candidates whose weights stay (reused, not retrained)
 
     [gate]
@@ -139,6 +139,15 @@ class RetentionSection:
     keep_champions: int = 5
     keep_refused: int = 1
 
+    def __post_init__(self) -> None:
+        # TOML has real booleans: a quoted "false" would be a true value here, and true a 1.
+        if not isinstance(self.apply, bool):
+            raise ValueError(f"apply must be true or false (no quotes), not {self.apply!r}")
+        for name in ("keep_builds", "keep_champions", "keep_refused"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be a whole number, not {value!r}")
+
     def config(self):
         from tasks.retention.plan import RetentionConfig
 
@@ -164,8 +173,8 @@ def _section(cls, data: dict, name: str, source: Path):
         raise ValueError(f"{source}: [{name}] has unknown keys {unknown}; known: {sorted(known)}")
     try:
         return cls(**data)
-    except TypeError as exc:  # a required key is missing
-        raise ValueError(f"{source}: [{name}]: {exc}") from None
+    except (TypeError, ValueError) as exc:  # a required key is missing, or a value the section refuses
+        raise ValueError(f"{source}: [{name}] {exc}") from None
 
 
 def _absolute(path: str, base: Path) -> str:

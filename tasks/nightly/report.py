@@ -167,6 +167,7 @@ def decision_markdown(
     names: list,
     test: PairedTest | None = None,
     night: dict[str, Any] | None = None,
+    gc: str | None = None,
 ) -> str:
     lines = [
         f"# nightly-retrain: **{decision}**",
@@ -183,6 +184,8 @@ def decision_markdown(
         )
     if night:
         lines += night_markdown(night)
+    if gc:
+        lines.append(f"- retention: {gc}")
     if names:
         lines += ["", "| metric | candidate | champion |", "|---|---|---|"]
         cand, champ = metrics.get(candidate, {}), metrics.get(champion, {})

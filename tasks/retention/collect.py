@@ -2,7 +2,8 @@
 
 gc holds the nightly lock (no night, promote or rollback meanwhile) and the builds lock exclusively (no
 build, training or evaluation meanwhile: storage/builds_lock.py), then plans (tasks/retention/plan.py),
-deletes (tasks/retention/sweep.py) and rebuilds the catalog so no view points at a deleted file.
+rebuilds the catalog without the outputs that go (so no view ever points at a deleted file, even after a
+kill), deletes them (tasks/retention/sweep.py) and refreshes the catalog again.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.retention.plan import Plan, RetentionConfig, plan, scan
-from tasks.retention.sweep import apply, freed_by, size_of, targets
+from tasks.retention.plan import Output, Plan, RetentionConfig, builds_by_corpus, made_from, plan, scan
+from tasks.retention.sweep import apply, freed_by_stage, size_by_stage, size_of, targets
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,14 @@ def collect_locked(
     from storage.catalog import refresh_catalog
 
     the_plan = plan(root, config, pending)
-    by_stage = {stage: freed_by(paths) for stage, paths in targets(root, the_plan).items()}
+    by_stage = freed_by_stage(targets(root, the_plan))
     if not do_apply:
         return GcResult(the_plan, sum(by_stage.values()), False, by_stage)
+    catalog = (root / "catalog.duckdb").exists()
+    if catalog and the_plan.delete:  # first no view reads what goes: a kill from here on leaves none pointing at it
+        refresh_catalog(root, without=frozenset(the_plan.delete))
     freed = apply(root, the_plan)
-    if (root / "catalog.duckdb").exists() or the_plan.delete:
+    if catalog or the_plan.delete:
         refresh_catalog(root)
     return GcResult(the_plan, freed, True, by_stage)
 
@@ -73,29 +77,51 @@ def gc_report(result: GcResult) -> str:
 
 
 def du_report(root: Path, config: RetentionConfig) -> str:
-    """Per stage: outputs, bytes, kept, what gc would free; then why each kept build or model is kept."""
+    """Per stage: outputs, bytes, kept, what gc would free; per corpus: its builds and what they hold; then why
+    each kept build or model is kept. A hard-linked file counts once, under the first stage that links it."""
     the_plan = plan(root, config)
     outputs = scan(root)
-    freeable = {stage: freed_by(paths) for stage, paths in targets(root, the_plan).items()}
+    freeable = freed_by_stage(targets(root, the_plan))
     stages = sorted({o.stage for o in outputs.values()} | ({"holdout"} if (root / "holdout").is_dir() else set()))
+    folders = {
+        stage: [o.dir for o in outputs.values() if o.stage == stage]
+        or (sorted((root / stage).iterdir()) if stage == "holdout" else [])
+        for stage in stages
+    }
+    held = size_by_stage(folders)
     lines = [f"{root}: {human(size_of([root]))} in all (hard links counted once)", ""]
     lines.append(f"{'stage':<14} {'outputs':>8} {'size':>10} {'kept':>6} {'gc frees':>10}")
     for stage in stages:
-        folders = [o.dir for o in outputs.values() if o.stage == stage] or (
-            sorted((root / stage).iterdir()) if stage == "holdout" else []
-        )
         kept = sum(k.startswith(f"{stage}/") for k in the_plan.keep)
-        size, frees = human(size_of(folders)), human(freeable.get(stage, 0))
-        lines.append(f"{stage:<14} {len(folders):>8} {size:>10} {kept:>6} {frees:>10}")
+        size, frees = human(held[stage]), human(freeable.get(stage, 0))
+        lines.append(f"{stage:<14} {len(folders[stage]):>8} {size:>10} {kept:>6} {frees:>10}")
     from storage.catalog import INDEX, MAIN
 
     other = [p for p in (root / "models", root / "catalog.duckdb", root / INDEX, root / MAIN) if p.exists()]
     lines.append(f"{'models, catalog':<14} {'':>8} {human(size_of(other)):>10}")
+    lines += corpus_lines(outputs, the_plan)
     lines += ["", "kept, and why (builds, models and splits; their inputs are kept with them):"]
     for path, why in sorted(the_plan.keep.items()):
         if not why.startswith(("input of", "evaluation record")):
             lines.append(f"  {path}: {why}")
     return "\n".join(lines)
+
+
+def corpus_lines(outputs: dict[str, Output], the_plan: Plan) -> list[str]:
+    """Per corpus and kind of build (shuffle: build-pairs, keywords: mine-keywords): builds, kept builds, and
+    the bytes of everything they were made from, all of them and the kept ones (links once)."""
+    lines = ["", "per corpus (a build's size: every output it was made from; outputs shared by builds count once):"]
+    lines.append(f"{'corpus':<40} {'build':<9} {'builds':>6} {'kept':>5} {'size':>10} {'kept size':>10}")
+    for key, builds in builds_by_corpus(outputs).items():
+        kind, corpus = key.split(":", 1)
+        kept = [b.path for b in builds if b.path in the_plan.keep]
+        size = size_of(outputs[p].dir for p in made_from([b.path for b in builds], outputs))
+        kept_size = size_of(outputs[p].dir for p in made_from(kept, outputs))
+        name = corpus if len(corpus) <= 40 else "..." + corpus[-37:]
+        lines.append(f"{name:<40} {kind:<9} {len(builds):>6} {len(kept):>5} {human(size):>10} {human(kept_size):>10}")
+    if len(lines) == 2:
+        lines.append("  (no complete build)")
+    return lines
 
 
 def summary(result: GcResult) -> str:

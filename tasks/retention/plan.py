@@ -3,8 +3,8 @@
 Kept (each with its reason):
 - the newest `keep_builds` builds of each corpus (a `shuffle` or `keywords` output; the corpus is the path
   its ingest read) and every output they were made from (upstream outputs, per-file ingest units);
-- the champion and the newest `keep_champions` entries of its history (so `gur rollback` keeps working),
-  and the outputs they were trained on and mixed from;
+- the champion, the `keep_champions` predecessors its history records (so `gur rollback` works that many times
+  in a row) and the newest `keep_champions` history entries, and the outputs they were trained on and mixed from;
 - every training run the nightly never judged (your own `gur train` runs), and the newest `keep_refused`
   refused candidates;
 - every output without a manifest (a run in progress, or one that resumes), every evaluation and STS
@@ -44,13 +44,14 @@ UNIT_EXTRAS = {"eval-unit": "per_query"}  # stage -> manifest key naming a file 
 @dataclass(frozen=True)
 class RetentionConfig:
     keep_builds: int = 7  # newest builds of each corpus
-    keep_champions: int = 5  # newest champions in the history (the current one is always kept)
+    keep_champions: int = 5  # predecessors of the champion kept for `gur rollback` (the champion always stays)
     keep_refused: int = 1  # newest refused candidates whose weights stay (a night with nothing new reuses it)
 
     def __post_init__(self) -> None:
         for name in ("keep_builds", "keep_champions", "keep_refused"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be a whole number >= 0, not {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
         if self.keep_builds < 1:
             raise ValueError("keep_builds must be >= 1: the newest build is what the next night reuses")
 
@@ -60,7 +61,8 @@ class Output:
     stage: str
     fingerprint: str
     dir: Path
-    manifest: dict[str, Any] | None  # None: incomplete (in progress, or resumable)
+    manifest: dict[str, Any] | None  # None: incomplete (in progress, or resumable), or unreadable
+    problem: str = ""  # why the manifest could not be read: the output is kept for `gur verify` to name
 
     @property
     def path(self) -> str:
@@ -84,8 +86,14 @@ def scan(root: Path) -> dict[str, Output]:
             continue
         for folder in sorted(p for p in stage_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             path = folder / MANIFEST
-            manifest = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-            out = Output(stage_dir.name, folder.name, folder, manifest)
+            manifest, problem = None, ""
+            try:
+                manifest = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+                if manifest is not None and not isinstance(manifest, dict):
+                    manifest, problem = None, f"{path} is not a JSON object"
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                problem = f"{path} is unreadable ({exc})"
+            out = Output(stage_dir.name, folder.name, folder, manifest, problem)
             outputs[out.path] = out
     return outputs
 
@@ -110,6 +118,29 @@ def corpus_of(path: str, outputs: dict[str, Output], seen: frozenset = frozenset
         if up.startswith(("ingest/", "split/", "pair/")):
             return corpus_of(up, outputs, seen | {path})
     return "?"
+
+
+def builds_by_corpus(outputs: dict[str, Output]) -> dict[str, list[Output]]:
+    """`<head stage>:<corpus>` -> its complete builds, newest first."""
+    found: dict[str, list[Output]] = {}
+    for out in outputs.values():
+        if out.stage in HEADS and out.manifest:
+            found.setdefault(f"{out.stage}:{corpus_of(out.path, outputs)}", []).append(out)
+    for builds in found.values():
+        builds.sort(key=lambda o: o.manifest.get("finished_at", 0), reverse=True)
+    return dict(sorted(found.items()))
+
+
+def made_from(paths: list[str], outputs: dict[str, Output]) -> set[str]:
+    """`paths` and every output they were made from (upstream outputs, per-file ingest units)."""
+    found, stack = set(), list(paths)
+    while stack:
+        path = stack.pop()
+        if path in found or path not in outputs:
+            continue
+        found.add(path)
+        stack += depends_on(outputs[path])
+    return found
 
 
 def train_dir_of(export: str, root: Path) -> str | None:
@@ -137,14 +168,23 @@ def judged_candidates(root: Path) -> list[tuple[float, str, str]]:
 
 
 def champions(root: Path, keep: int) -> dict[str, str]:
-    """Train outputs of the champion and the newest `keep` history entries -> why they are kept."""
+    """Train outputs of the champion, of the `keep` predecessors its history records (the `previous` chain each
+    `gur rollback` walks back along: rolled-back entries in between do not use up the window) and of the newest
+    `keep` history entries (`gur promote` may name one again) -> why they are kept."""
     from tasks.nightly.champion import history, read_champion
 
     kept: dict[str, str] = {}
     current = read_champion(root)
     if current and (train := train_dir_of(current.get("export", ""), root)):
         kept[train] = f"the champion (#{current.get('number')})"
-    for entry in history(root)[::-1][:keep]:
+    entries = history(root)
+    by_number = {entry.get("number"): entry for entry in entries}
+    entry, depth = current, 0
+    while entry and entry.get("previous") is not None and depth < keep:
+        entry, depth = by_number.get(entry["previous"]), depth + 1
+        if entry and (train := train_dir_of(entry.get("export", ""), root)) and train not in kept:
+            kept[train] = f"champion #{entry.get('number')}, rollback {depth} back from the champion"
+    for entry in entries[::-1][:keep]:
         if (train := train_dir_of(entry.get("export", ""), root)) and train not in kept:
             kept[train] = f"champion history #{entry.get('number')} (rollback)"
     return kept
@@ -186,12 +226,7 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
     result = Plan(trash=sorted((root / TRASH).iterdir()) if (root / TRASH).is_dir() else [])
     roots: dict[str, str] = {}
     # the newest builds of each corpus
-    by_corpus: dict[str, list[Output]] = {}
-    for out in outputs.values():
-        if out.stage in HEADS and out.manifest:
-            by_corpus.setdefault(f"{out.stage}:{corpus_of(out.path, outputs)}", []).append(out)
-    for key, builds in by_corpus.items():
-        builds.sort(key=lambda o: o.manifest.get("finished_at", 0), reverse=True)
+    for key, builds in builds_by_corpus(outputs).items():
         for rank, out in enumerate(builds[: config.keep_builds], 1):
             roots[out.path] = f"newest {out.stage} build #{rank} of {key.split(':', 1)[1]}"
     # champions, runs the nightly never judged, the newest refused candidates
@@ -221,7 +256,9 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
     if active.exists() and (path := json.loads(active.read_text(encoding="utf-8")).get("path")) in outputs:
         roots[path] = "the embeddings the catalog's view reads (embed/active.json)"
     for out in outputs.values():
-        if out.manifest is None:
+        if out.problem:
+            roots[out.path] = f"damaged, left for you to look at (gur verify): {out.problem}"
+        elif out.manifest is None:
             roots[out.path] = "incomplete: a run in progress, or one that resumes"
         elif out.stage == "train" and out.path not in judged_runs:
             roots.setdefault(out.path, "a training run the nightly never judged")

@@ -45,6 +45,36 @@ def freed_by(paths: Iterable[Path]) -> int:
     return sum(size for size, links, seen in files_under(paths).values() if seen >= links)
 
 
+def freed_by_stage(paths: dict[str, list[Path]]) -> dict[str, int]:
+    """`freed_by` all of `paths` together, split by stage: a file whose links are all among them counts once,
+    under the first stage (in sorted order) that holds one of its links (a folder ingest links its per-file
+    units' shards, so deleting both frees bytes that deleting either alone does not). The values add up to
+    `freed_by` of every path."""
+    files: dict[tuple[int, int], list] = {}
+    for stage in sorted(paths):
+        for key, (size, links, seen) in files_under(paths[stage]).items():
+            entry = files.setdefault(key, [size, links, 0, stage])
+            entry[2] += seen
+    freed = dict.fromkeys(paths, 0)
+    for size, links, seen, stage in files.values():
+        if seen >= links:
+            freed[stage] += size
+    return freed
+
+
+def size_by_stage(paths: dict[str, list[Path]]) -> dict[str, int]:
+    """Bytes under each stage's `paths`, every file once, under the first stage (in sorted order) that holds a
+    link to it: the values add up to `size_of` every path."""
+    seen: set[tuple[int, int]] = set()
+    held = dict.fromkeys(paths, 0)
+    for stage in sorted(paths):
+        for key, (size, _, _) in files_under(paths[stage]).items():
+            if key not in seen:
+                seen.add(key)
+                held[stage] += size
+    return held
+
+
 def targets(root: Path, plan: Plan) -> dict[str, list[Path]]:
     """The folders each stage loses, by stage (`train` prunes count under `train`)."""
     out: dict[str, list[Path]] = {}
