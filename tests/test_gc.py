@@ -327,3 +327,43 @@ def test_an_unreadable_manifest_is_kept_and_named_not_a_traceback(tmp_path, caps
     assert kept["pair/00ff00ff00ff00ff"].startswith("damaged, left for you to look at (gur verify)")
     assert gur(["--root", str(root), "gc", "--apply"]) == 0 and broken.exists()
     assert gur(["--root", str(root), "du"]) == 0 and "pair/00ff00ff00ff00ff: damaged" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_build_killed_mid_way_keeps_what_it_finished_and_gc_frees_what_was_abandoned(grown_root, tmp_path):
+    """A build-pairs killed in its shuffle: its finished ingest, split and pair outputs stay for the rerun, its
+    unfinished shuffle stays (it resumes); an unfinished output older than the newest build goes."""
+    root, corpus = grown_root["root"], grown_root["corpus"]
+    stale = root / "split" / "00000000deadbeef"  # a run abandoned before the newest build finished
+    (stale / "_tmp").mkdir(parents=True)
+    past = time.time() - 86400
+    for path in (stale / "_tmp", stale):
+        os.utime(path, (past, past))
+    write_day(corpus, 4)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(slow_down("tasks.shuffle.phases", "dedup_partition", 60), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    before = {p.name for p in (root / "shuffle").iterdir()}
+    cmd = [sys.executable, "-m", "gur_cli", "--root", str(root), "build-pairs", str(corpus), "--workers", "1"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    deadline, started = time.monotonic() + 120, []
+    while not started and time.monotonic() < deadline and proc.poll() is None:
+        started = [p for p in (root / "shuffle").iterdir() if p.name not in before]
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert started and not (started[0] / "_manifest.json").exists(), "the build did not reach its shuffle"
+    finished = {f"{s}/{p.name}" for s in ("ingest", "split", "pair") for p in (root / s).iterdir()}
+    the_plan = plan(root, RetentionConfig(keep_builds=1))
+    newest = [p for p in finished if "part of a build that did not finish" in the_plan.keep.get(p, "")]
+    assert {p.split("/")[0] for p in newest} == {"ingest", "split", "pair"}
+    assert the_plan.keep[f"shuffle/{started[0].name}"].startswith("incomplete")
+    assert "abandoned" in the_plan.delete["split/00000000deadbeef"]
+    collect(root, RetentionConfig(keep_builds=1), do_apply=True)
+    assert not stale.exists() and all((root / p / "_manifest.json").exists() for p in newest)
+    from flows.build_pairs import build_pairs
+
+    assert build_pairs(input_path=str(corpus), root=str(root), workers=1)["shards"]["path"] == (
+        f"shuffle/{started[0].name}"
+    )  # the rerun finishes the same build from what gc kept

@@ -7,13 +7,15 @@ Kept (each with its reason):
   in a row) and the newest `keep_champions` history entries, and the outputs they were trained on and mixed from;
 - every training run the nightly never judged (your own `gur train` runs), and the newest `keep_refused`
   refused candidates;
-- every output without a manifest (a run in progress, or one that resumes), every evaluation and STS
-  output (their metrics are the history), the held-out split a kept build reads;
+- every output without a manifest (a run in progress, or one that resumes) but a data-stage output older than
+  the newest finished build (abandoned), every data-stage output finished after the newest build (a build
+  that did not finish: its rerun resumes from them), every output with an unreadable manifest, every
+  evaluation and STS output (their metrics are the history), the held-out split a kept build reads;
 - the embeddings the catalog's view reads (`embed/active.json`) and the newest `keep_builds` embed
   outputs and search indexes.
 Deleted:
 - whole data-stage outputs (ingest, split, pair, shuffle, keywords), embeddings and indexes, and
-  held-out splits no kept output depends on;
+  held-out splits no kept output depends on, and unfinished data-stage outputs older than the newest build;
 - the weights (`export/`) and `checkpoints/` of refused candidates and of champions older than the window:
   their manifests, metrics and `promotions` rows stay, so the history keeps its numbers;
 - `checkpoints/` of every finished run (they only serve resume);
@@ -25,6 +27,7 @@ Deleted:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +121,17 @@ def corpus_of(path: str, outputs: dict[str, Output], seen: frozenset = frozenset
         if up.startswith(("ingest/", "split/", "pair/")):
             return corpus_of(up, outputs, seen | {path})
     return "?"
+
+
+def last_touched(folder: Path) -> float:
+    """The newest modification time of `folder` and of what it holds directly (an unfinished output's work)."""
+    times = [folder.stat().st_mtime]
+    for entry in os.scandir(folder):
+        try:
+            times.append(entry.stat(follow_symlinks=False).st_mtime)
+        except OSError:
+            continue
+    return max(times)
 
 
 def builds_by_corpus(outputs: dict[str, Output]) -> dict[str, list[Output]]:
@@ -255,11 +269,21 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
     active = root / "embed" / "active.json"
     if active.exists() and (path := json.loads(active.read_text(encoding="utf-8")).get("path")) in outputs:
         roots[path] = "the embeddings the catalog's view reads (embed/active.json)"
+    # A build that did not finish (killed, failed): its finished outputs are newer than every finished build and
+    # stay for the rerun to resume from; an unfinished output older than the newest build was abandoned.
+    newest_build = max(
+        (o.manifest.get("finished_at", 0) for o in outputs.values() if o.stage in HEADS and o.manifest), default=0
+    )
+    abandoned = set()
     for out in outputs.values():
         if out.problem:
             roots[out.path] = f"damaged, left for you to look at (gur verify): {out.problem}"
+        elif out.manifest is None and out.stage in DATA_STAGES and last_touched(out.dir) < newest_build:
+            abandoned.add(out.path)
         elif out.manifest is None:
             roots[out.path] = "incomplete: a run in progress, or one that resumes"
+        elif out.stage in DATA_STAGES and out.manifest.get("finished_at", 0) > newest_build:
+            roots[out.path] = "finished after the newest build: part of a build that did not finish (a rerun resumes)"
         elif out.stage == "train" and out.path not in judged_runs:
             roots.setdefault(out.path, "a training run the nightly never judged")
         elif out.stage not in (*DATA_STAGES, *DERIVED, "train"):
@@ -285,6 +309,8 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             if present:
                 result.prune[out.path] = present
                 result.prune_why[out.path] = "weights of a refused candidate or of a champion past the window"
+        elif out.path in abandoned:
+            result.delete[out.path] = "unfinished, and older than the newest finished build: abandoned"
         elif out.stage in (*DATA_STAGES, *DERIVED):
             result.delete[out.path] = "no kept output depends on it"
     slim_records(outputs, config, result)
