@@ -367,3 +367,23 @@ def test_a_build_killed_mid_way_keeps_what_it_finished_and_gc_frees_what_was_aba
     assert build_pairs(input_path=str(corpus), root=str(root), workers=1)["shards"]["path"] == (
         f"shuffle/{started[0].name}"
     )  # the rerun finishes the same build from what gc kept
+
+
+def test_an_older_prepared_sts_model_folder_is_superseded_by_the_newer_one(tmp_path):
+    """`sts-llm/` holds converted model folders (GBs at base size): an upgraded package converts again."""
+    root = tmp_path / "data"
+    made = {}
+    for key, name in (("old", "smollm2"), ("mpnet", "mpnet"), ("new", "smollm2")):
+        out = StageOutput.open(root, "sts-llm", hashlib.blake2b(key.encode(), digest_size=8).hexdigest())
+        (out.dir / "model").mkdir(parents=True)
+        (out.dir / "model" / "model.safetensors").write_bytes(bytes(10_000))
+        made[key] = out.finish(
+            code_version="test", config={"name": name}, inputs={}, upstream=[], tables={}, rows={}, drops={}
+        )["path"]
+        time.sleep(0.01)  # finished one after another
+    the_plan = plan(root, RetentionConfig())
+    assert "superseded" in the_plan.delete[made["old"]]
+    assert "newest prepared smollm2" in the_plan.keep[made["new"]] and made["mpnet"] in the_plan.keep
+    folder = root / made["old"]
+    whole = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())  # the model and its manifest
+    assert collect(root, RetentionConfig(), do_apply=True).freed == whole > 10_000 and not folder.exists()

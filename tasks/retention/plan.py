@@ -12,10 +12,11 @@ Kept (each with its reason):
   that did not finish: its rerun resumes from them), every output with an unreadable manifest, every
   evaluation and STS output (their metrics are the history), the held-out split a kept build reads;
 - the embeddings the catalog's view reads (`embed/active.json`) and the newest `keep_builds` embed
-  outputs and search indexes.
+  outputs and search indexes; the newest prepared folder of each STS zoo model (`sts-llm/`).
 Deleted:
 - whole data-stage outputs (ingest, split, pair, shuffle, keywords), embeddings and indexes, and
   held-out splits no kept output depends on, and unfinished data-stage outputs older than the newest build;
+- prepared STS zoo model folders superseded by a newer one of the same model;
 - the weights (`export/`) and `checkpoints/` of refused candidates and of champions older than the window:
   their manifests, metrics and `promotions` rows stay, so the history keeps its numbers;
 - `checkpoints/` of every finished run (they only serve resume);
@@ -38,6 +39,7 @@ DATA_STAGES = ("ingest-file", "ingest", "split", "pair", "shuffle", "keywords")
 DERIVED = ("embed", "embed-index", "bm25-index")  # recomputable from kept outputs: the newest and the one in use stay
 HEADS = ("shuffle", "keywords")  # a build: what a flow run ends with
 NOT_STAGES = {"models", "holdout", "prefect-results", "_tmp"}  # top-level folders that hold no stage outputs
+PREPARED = "sts-llm"  # model folders the STS zoo converts once (tasks/sts/models.py): the newest of each stays
 TRASH = ".trash"
 WEIGHTS = ("export", "checkpoints", "tokenizer", "loss_curve.png")  # what a pruned run loses (the chart: redrawable)
 REPORTS = ("evaluate", "sts")  # outputs whose report and charts go past the window; their metrics rows stay
@@ -266,6 +268,17 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
         )
         for rank, out in enumerate(newest[: config.keep_builds], 1):
             roots[out.path] = f"newest {stage} output #{rank}"
+    prepared = sorted(
+        (o for o in outputs.values() if o.stage == PREPARED and o.manifest),
+        key=lambda o: o.manifest.get("finished_at", 0),
+        reverse=True,
+    )
+    newest_of: dict[str, str] = {}
+    for out in prepared:  # one folder per model: an upgraded package converts again, the older one is superseded
+        name = str((out.manifest.get("config") or {}).get("name", out.fingerprint))
+        if name not in newest_of:
+            newest_of[name] = out.path
+            roots[out.path] = f"the newest prepared {name} (the STS zoo's model folder)"
     active = root / "embed" / "active.json"
     if active.exists() and (path := json.loads(active.read_text(encoding="utf-8")).get("path")) in outputs:
         roots[path] = "the embeddings the catalog's view reads (embed/active.json)"
@@ -286,7 +299,7 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             roots[out.path] = "finished after the newest build: part of a build that did not finish (a rerun resumes)"
         elif out.stage == "train" and out.path not in judged_runs:
             roots.setdefault(out.path, "a training run the nightly never judged")
-        elif out.stage not in (*DATA_STAGES, *DERIVED, "train"):
+        elif out.stage not in (*DATA_STAGES, *DERIVED, "train", PREPARED):
             roots[out.path] = "evaluation record (metrics are history)"
     # everything a kept output was made from
     stack = list(roots)
@@ -313,6 +326,8 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             result.delete[out.path] = "unfinished, and older than the newest finished build: abandoned"
         elif out.stage in (*DATA_STAGES, *DERIVED):
             result.delete[out.path] = "no kept output depends on it"
+        elif out.stage == PREPARED and out.manifest:
+            result.delete[out.path] = "superseded by a newer prepared folder of the same model"
     slim_records(outputs, config, result)
     # held-out splits: kept while a kept ingest reads their training side
     read = {
