@@ -41,16 +41,16 @@ def collect_locked(
     from storage.catalog import refresh_catalog
 
     the_plan = plan(root, config, pending)
-    by_stage = freed_by_stage(targets(root, the_plan))
+    by_stage = freed_by_stage(targets(root, the_plan))  # measured once, before anything goes
     if not do_apply:
         return GcResult(the_plan, sum(by_stage.values()), False, by_stage)
     catalog = (root / "catalog.duckdb").exists()
     if catalog and the_plan.delete:  # first no view reads what goes: a kill from here on leaves none pointing at it
         refresh_catalog(root, without=frozenset(the_plan.delete))
-    freed = apply(root, the_plan)
+    apply(root, the_plan)
     if catalog or the_plan.delete:
         refresh_catalog(root)
-    return GcResult(the_plan, freed, True, by_stage)
+    return GcResult(the_plan, sum(by_stage.values()), True, by_stage)
 
 
 def human(n: float) -> str:

@@ -273,11 +273,11 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
         key=lambda o: o.manifest.get("finished_at", 0),
         reverse=True,
     )
-    newest_of: dict[str, str] = {}
+    models: set[str] = set()
     for out in prepared:  # one folder per model: an upgraded package converts again, the older one is superseded
         name = str((out.manifest.get("config") or {}).get("name", out.fingerprint))
-        if name not in newest_of:
-            newest_of[name] = out.path
+        if name not in models:
+            models.add(name)
             roots[out.path] = f"the newest prepared {name} (the STS zoo's model folder)"
     active = root / "embed" / "active.json"
     if active.exists() and (path := json.loads(active.read_text(encoding="utf-8")).get("path")) in outputs:

@@ -108,10 +108,10 @@ def mark_pruned(folder: Path, subs: tuple[str, ...], why: str) -> None:
     atomic_write_json(path, manifest)
 
 
-def apply(root: Path, plan: Plan, progress=print) -> int:
-    """Delete what the plan says; returns the bytes freed. Resumable: a rerun after a kill finishes it."""
+def apply(root: Path, plan: Plan, progress=print) -> None:
+    """Delete what the plan says (measure it first: `freed_by_stage(targets(root, plan))`). Resumable: a rerun
+    after a kill finishes it."""
     root = Path(root)
-    freed = freed_by([p for paths in targets(root, plan).values() for p in paths])
     for i, path in enumerate(sorted(plan.delete), 1):
         to_trash(root, root / path)
         if i % 200 == 0:
@@ -124,4 +124,3 @@ def apply(root: Path, plan: Plan, progress=print) -> int:
             to_trash(root, folder / sub)
     if (root / TRASH).exists():
         shutil.rmtree(root / TRASH)
-    return freed
