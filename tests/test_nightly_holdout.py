@@ -72,6 +72,21 @@ def test_split_is_disjoint_seeded_and_readable_by_the_evaluation(tmp_path):
     assert set(load_stackoverflow(other.stackoverflow).texts) != set(scored)
 
 
+def test_gur_du_names_the_corpus_a_split_was_made_from_not_its_fingerprint_folder(tmp_path):
+    from tasks.retention.collect import shown_corpus
+
+    folder = tmp_path / "questions"
+    folder.mkdir()
+    write_tsv(folder / "a.tsv", ROWS)
+    file_split = split_corpus(write_tsv(tmp_path / "q.tsv", ROWS), QUESTIONS, tmp_path / "data")
+    folder_split = split_corpus(folder, QUESTIONS, tmp_path / "data")
+    assert shown_corpus(str(file_split.train)) == f"{(tmp_path / 'q.tsv').resolve()} (training share)"
+    assert shown_corpus(str(folder_split.train)) == f"{folder.resolve()} (training share)"
+    assert shown_corpus(str(folder)) == str(folder)  # a corpus of your own is named as it is
+    (folder_split.train.parent / "_source.json").write_text("{", encoding="utf-8")  # damaged: the path, no error
+    assert shown_corpus(str(folder_split.train)) == str(folder_split.train)
+
+
 def test_a_text_stays_on_its_side_as_the_corpus_grows_and_case_does_not_move_it(tmp_path):
     (tmp_path / "c").mkdir()
     write_tsv(tmp_path / "c" / "a.tsv", ROWS[:60])

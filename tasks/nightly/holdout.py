@@ -49,6 +49,7 @@ from tasks.nightly.config import ICT_TASK, LABELLED, PAIR_TASK, TITLE_TASK, Nigh
 HOLDOUT_CODE_VERSION = "holdout-v2"  # v2: ingest's readers for every format; label-free suites
 HOLDOUT_FILE = "holdout.tsv"
 INDEX = "_index.json"
+SOURCE = "_source.json"  # the corpus the split was made from (for `gur du`: the folder name is a fingerprint)
 MIN_QUERIES = 10  # fewer and the paired test has nothing to stand on
 ICT_MIN_WORDS = 4  # an ICT query sentence needs some content; shorter ones are used only when nothing else is
 TRAIN_FIELDS = ReaderConfig(text_field="text", title_field="title", id_field="id")  # how the mirror is read
@@ -204,6 +205,8 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
         atomic_write_json(folder / "_suite.json", built)
         atomic_write_json(index_path, index)
     (folder / "train").mkdir(parents=True, exist_ok=True)
+    if not (folder / SOURCE).exists():
+        atomic_write_json(folder / SOURCE, {"corpus": str(corpus)})
     counts.update(built["counts"])
     if kind == "label-free" and not built["beir"]:
         raise ValueError(

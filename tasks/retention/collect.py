@@ -117,11 +117,30 @@ def corpus_lines(outputs: dict[str, Output], the_plan: Plan) -> list[str]:
         kept = [b.path for b in builds if b.path in the_plan.keep]
         size = size_of(outputs[p].dir for p in made_from([b.path for b in builds], outputs))
         kept_size = size_of(outputs[p].dir for p in made_from(kept, outputs))
-        name = corpus if len(corpus) <= 40 else "..." + corpus[-37:]
+        name = shown_corpus(corpus)
+        name = name if len(name) <= 40 else "..." + name[-37:]
         lines.append(f"{name:<40} {kind:<9} {len(builds):>6} {len(kept):>5} {human(size):>10} {human(kept_size):>10}")
     if len(lines) == 2:
         lines.append("  (no complete build)")
     return lines
+
+
+def shown_corpus(corpus: str) -> str:
+    """A nightly build reads the training share of a held-out split (`<root>/holdout/<fingerprint>/train`):
+    name the corpus the split was made from, as its `_source.json` records it."""
+    import json
+
+    from tasks.nightly.holdout import SOURCE
+
+    path = Path(corpus)
+    for split in path.parents:
+        if split.parent.name == "holdout" and (split / "train") in (path, *path.parents):
+            try:
+                source = json.loads((split / SOURCE).read_text(encoding="utf-8"))["corpus"]
+            except (OSError, ValueError, KeyError, TypeError):
+                return corpus
+            return f"{source} (training share)"
+    return corpus
 
 
 def summary(result: GcResult) -> str:
