@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -128,6 +129,33 @@ def test_main_keeps_one_build_while_another_corpus_is_mined(tmp_path, corpus, qu
         assert gur_main(["--root", str(root), "catalog"]) == 0
     listed = {line.split()[0]: line.split()[1] for line in out.getvalue().splitlines()[3:-1]}
     assert listed["documents"] == "2" and listed[f"{kw_schema}.documents"] == str(len(QUESTIONS))
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_flow_logs_the_views_over_its_own_outputs_not_every_view(tmp_path, corpus, questions):
+    """A night runs six flows: each lists the views it feeds, and counts the rest in one line."""
+    from flows.build_pairs import build_pairs
+    from flows.mine_keywords import mine_keywords
+    from tasks.runtime.catalog import update_catalog
+
+    root = tmp_path / "data"
+    build_pairs(input_path=str(corpus), root=str(root), workers=1)
+    mined = mine_keywords(input_path=str(questions), k=3, n_iters=5, root=str(root))
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # not caplog: Prefect's logging setup stops propagation to the root logger
+    logger = logging.getLogger("tasks.runtime.catalog")  # outside a flow run the task logs here
+    level, logger.level = logger.level, logging.INFO
+    logger.addHandler(handler)
+    try:
+        shown = update_catalog.fn(str(root), [mined])
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    listed = {r.args[0] for r in records if r.msg.startswith("catalog view")}
+    assert listed == {"keywords", "topics", "topic_sweep"}  # the keywords output's views, not the build's
+    assert {"documents", "pairs", "shards"} <= set(shown)  # every view is still in `main`
+    assert any(r.getMessage().startswith(f"catalog: {len(shown)} views in `main` (3 over") for r in records)
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
@@ -36,7 +38,20 @@ def update_catalog(root: str, current: list[dict[str, str]] | None = None) -> di
                 shown,
                 build.schema,
             )
-    for name, globs in plan.main.items():  # `metrics` reads one file per evaluation ever run: count those
+    made = [ref_dir(base, ref) for ref in current or ()]
+    ours = {name: globs for name, globs in plan.main.items() if any(reads_from(globs, d) for d in made)}
+    # Only the views over this run's outputs: a night runs six flows, and listing every view each time made
+    # the catalog's lines four in ten of a night's log.
+    for name, globs in ours.items():  # `metrics` reads one file per evaluation ever run: count those
         files = ", ".join(map(str, globs)) if len(globs) <= 3 else f"{len(globs)} files (table catalog_views)"
         logger.info("catalog view %s -> %s", name, files)
+    logger.info(
+        "catalog: %d views in `main` (%d over this run's outputs): `gur catalog` lists them", len(plan.main), len(ours)
+    )
     return {name: str(globs[0]) for name, globs in plan.main.items()}
+
+
+def reads_from(globs: list, folder: Path) -> bool:
+    """Whether one of a view's globs names files under `folder` (an output's folder)."""
+    prefix = str(folder).rstrip("/") + "/"
+    return any(str(g).startswith(prefix) for g in globs)
