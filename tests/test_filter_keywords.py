@@ -54,6 +54,51 @@ def test_tokenize_full_width_and_chinese() -> None:
     assert tokens[0].norm == "github"
 
 
+def reference_tokenize(text: str | None, keep_stopwords: bool = False) -> list[Token]:
+    """tokenize, worked out per occurrence without its per-word cache: what the cached one must equal."""
+    import unicodedata
+
+    from tasks.keywords.filter import _TOKEN_RE, _WIDTH, _jieba, is_stopword
+
+    if not text:
+        return []
+    folded, tokens = text.translate(_WIDTH), []
+    for match in _TOKEN_RE.finditer(folded):
+        start, end = match.span()
+        if match.lastgroup == "han":
+            pos = start
+            for piece in _jieba().lcut(folded[start:end], HMM=True):
+                surface = text[pos : pos + len(piece)]
+                pos += len(piece)
+                tokens.append(Token(surface, unicodedata.normalize("NFKC", surface)))
+            continue
+        surface = text[start:end]
+        norm = unicodedata.normalize("NFKC", folded[start:end]).lower().replace("’", "'")
+        if norm.endswith("'s") and len(norm) > 2:
+            surface, norm = surface[:-2], norm[:-2]
+        tokens.append(Token(surface, norm))
+    return tokens if keep_stopwords else [t for t in tokens if not is_stopword(t.norm)]
+
+
+def test_tokenize_equals_the_uncached_reference_on_real_titles_and_mixed_scripts() -> None:
+    import csv
+    import random
+
+    from tests.conftest import REPO, require_shared
+
+    path = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+    require_shared(path)
+    with open(path, encoding="utf-8", newline="") as f:
+        titles = [row["title"] for row in csv.DictReader(f, delimiter="\t")][:3000]
+    rng = random.Random(0)
+    pieces = ["ＡＳＰ．ＮＥＴ", "ｃ＃", "Python's", "PYTHON’S", "isn't", "s's", "'s", "C++"]
+    pieces.append("如何在GitHub上给字体加删除线")
+    mixed = [" ".join(rng.choice(pieces + t.split()) for _ in range(rng.randint(0, 9))) for t in titles[:500]]
+    for text in [*titles, *mixed, "", None]:
+        for keep in (False, True):
+            assert tokenize(text, keep) == reference_tokenize(text, keep), text
+
+
 def test_filter_keeps_order_surface_form_and_first_occurrence() -> None:
     tokens = tokenize("How to make Font strikethrough on GitHub with font tags?")
     counts = {"font": 120, "strikethrough": 101, "github": 300, "tags": 100}
