@@ -108,12 +108,13 @@ def nightly_retrain(config_path: str | None = None, root: str | None = None) -> 
 
 def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     """The night's work; an error on the way is a `failed` decision row (with the error), then raised."""
+    trained: dict[str, str] = {}  # the candidate, once trained: gc counts it as judged (its weights can go)
     try:
-        return _night(cfg, base, name)
+        return _night(cfg, base, name, trained)
     except Exception as exc:
         row = {"decision": "failed", "reason": f"the night stopped: {type(exc).__name__}", "flow_run": name}
-        record_decision(base, {**row, "error": f"{type(exc).__name__}: {exc}"[:2000]})
-        publish(decision_markdown("failed", f"{row['reason']}: {exc}", "", "", {}, []))
+        record_decision(base, {**row, **trained, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+        publish(decision_markdown("failed", f"{row['reason']}: {exc}", trained.get("candidate", ""), "", {}, []))
         raise
 
 
@@ -170,7 +171,7 @@ def retention(cfg: NightlyConfig, base: Path, pending: dict[str, str]) -> dict[s
     return {"gc": summary(result), "gc_freed_bytes": result.freed}
 
 
-def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
+def _night(cfg: NightlyConfig, base: Path, name: str, trained: dict[str, str]) -> dict[str, Any]:
     from flows.evaluate import evaluate
 
     started = time.time()
@@ -193,6 +194,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
         return row
 
     ref, candidate, reference = train_candidate(cfg, base, data, champion)
+    trained["candidate"] = candidate
     e = cfg.evaluate
     result = evaluate(
         models=[candidate, reference],

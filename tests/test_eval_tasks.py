@@ -215,6 +215,21 @@ def test_demo_retrieval_set_is_deterministic_and_beir_round_trips(tmp_path):
     assert dense_retrieval(glove, again) == dense_retrieval(glove, data)
 
 
+def test_a_broken_beir_line_is_an_error_naming_the_file_and_line(tmp_path):
+    data = build_demo_retrieval(DemoRetrievalConfig(max_articles=3))
+    folder = write_beir(data, tmp_path / "beir")
+    corpus = folder / "corpus.jsonl"
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    for bad, error in (('{"_id": "x", "text": ', "corpus.jsonl:2: not JSON"), ('{"text": "no id"}', "2: no '_id'")):
+        corpus.write_text("\n".join([lines[0], bad, *lines[1:]]) + "\n", encoding="utf-8")
+        with pytest.raises(ValueError, match=error):
+            load_beir(folder)
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "queries.jsonl").write_text('["a list"]\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"queries.jsonl:1: not a JSON object"):
+        load_beir(folder)
+
+
 def test_missing_file_is_not_run_never_zero(tmp_path):
     spec = DatasetSpec("stsb", str(tmp_path / "absent.csv"))
     with pytest.raises(DatasetMissing):

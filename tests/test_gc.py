@@ -332,7 +332,8 @@ def test_an_unreadable_manifest_is_kept_and_named_not_a_traceback(tmp_path, caps
 @pytest.mark.slow
 def test_a_build_killed_mid_way_keeps_what_it_finished_and_gc_frees_what_was_abandoned(grown_root, tmp_path):
     """A build-pairs killed in its shuffle: its finished ingest, split and pair outputs stay for the rerun, its
-    unfinished shuffle stays (it resumes); an unfinished output older than the newest build goes."""
+    unfinished shuffle stays (it resumes), also after another corpus has built since; an unfinished output older
+    than the newest build goes."""
     root, corpus = grown_root["root"], grown_root["corpus"]
     stale = root / "split" / "00000000deadbeef"  # a run abandoned before the newest build finished
     (stale / "_tmp").mkdir(parents=True)
@@ -355,6 +356,12 @@ def test_a_build_killed_mid_way_keeps_what_it_finished_and_gc_frees_what_was_aba
     proc.wait()
     assert started and not (started[0] / "_manifest.json").exists(), "the build did not reach its shuffle"
     finished = {f"{s}/{p.name}" for s in ("ingest", "split", "pair") for p in (root / s).iterdir()}
+    from flows.build_pairs import build_pairs
+
+    other = tmp_path / "other"  # another corpus builds meanwhile: the killed build is still this corpus's
+    other.mkdir()
+    write_day(other, 9)
+    assert build_pairs(input_path=str(other), root=str(root), workers=1)["shards"]
     the_plan = plan(root, RetentionConfig(keep_builds=1))
     newest = [p for p in finished if "part of a build that did not finish" in the_plan.keep.get(p, "")]
     assert {p.split("/")[0] for p in newest} == {"ingest", "split", "pair"}
@@ -362,11 +369,85 @@ def test_a_build_killed_mid_way_keeps_what_it_finished_and_gc_frees_what_was_aba
     assert "abandoned" in the_plan.delete["split/00000000deadbeef"]
     collect(root, RetentionConfig(keep_builds=1), do_apply=True)
     assert not stale.exists() and all((root / p / "_manifest.json").exists() for p in newest)
-    from flows.build_pairs import build_pairs
-
     assert build_pairs(input_path=str(corpus), root=str(root), workers=1)["shards"]["path"] == (
         f"shuffle/{started[0].name}"
     )  # the rerun finishes the same build from what gc kept
+
+
+def test_gc_keeps_what_a_rerun_reuses_a_run_resumes_from_and_search_embeds_with(grown_root):
+    """The build a rerun just reused (the catalog's `main`), however old; the inputs and the starting model of a
+    training run that was interrupted; the model the active embeddings were made with."""
+    from flows.build_pairs import build_pairs
+    from storage.catalog import connect_catalog
+
+    root, builds, exports, corpus = (
+        grown_root["root"],
+        grown_root["builds"],
+        grown_root["exports"],
+        grown_root["corpus"],
+    )
+    for day in (2, 3):  # the folder as it was on day 1: the rerun reuses the oldest build
+        (corpus / f"day{day}.jsonl").rename(corpus.parent / f"day{day}.jsonl")
+    assert build_pairs(input_path=str(corpus), root=str(root), workers=1)["shards"] == builds[0]
+    # a run interrupted by Ctrl-C: its config.json and checkpoints, no manifest; it starts from a refused model
+    run = root / "train" / "00000000000000aa"
+    (run / "checkpoints" / "step-00100").mkdir(parents=True)
+    (run / "config.json").write_text(
+        json.dumps({"shards": str(ref_dir(root, builds[1])), "init_from": exports["refused"]}), encoding="utf-8"
+    )
+    late = train_output(root, "late-refused", [builds[2]])  # refused after, so keep_refused=1 keeps only it
+    record_decision(root, {"decision": "refused", "candidate": str(ref_dir(root, late) / "export")})
+    embed = StageOutput.open(root, "embed", "00000000000000ee")
+    embed.dir.mkdir(parents=True, exist_ok=True)
+    (embed.dir / "part-00000.parquet").write_bytes(b"vectors")
+    made = embed.finish(
+        code_version="test", config={"model_path": exports["mine"]}, inputs={}, upstream=[builds[2]], tables={},
+        rows={}, drops={},
+    )  # fmt: skip
+    (root / "embed" / "active.json").write_text(json.dumps({"path": made["path"]}), encoding="utf-8")
+    refused_run, mine_run = (f"train/{Path(exports[n]).parent.name}" for n in ("refused", "mine"))
+    the_plan = plan(root, RetentionConfig(keep_builds=1, keep_refused=0))
+    assert "shown in the catalog's `main`" in the_plan.keep[builds[0]["path"]]
+    assert the_plan.keep[builds[1]["path"]] == "shards of train/00000000000000aa, a run that resumes"
+    assert the_plan.keep[refused_run] == "init_from of train/00000000000000aa, a run that resumes"
+    assert "active embeddings were made with" in the_plan.keep[mine_run]
+    collect(root, RetentionConfig(keep_builds=1, keep_refused=0), do_apply=True)
+    assert (Path(exports["refused"]) / "model.safetensors").exists() and (run / "checkpoints").exists()
+    assert (Path(exports["mine"]) / "model.safetensors").exists()
+    shown = connect_catalog(root).execute("SELECT output FROM builds WHERE in_main AND kind = 'build'").fetchall()
+    assert shown == [(builds[0]["path"],)]  # `main` still shows the build the rerun reused
+
+
+def test_a_warm_started_keywords_build_keeps_the_fit_it_started_from_so_a_rerun_reuses_it(tmp_path):
+    from flows.mine_keywords import mine_keywords
+
+    corpus, root = tmp_path / "corpus", tmp_path / "data"
+    corpus.mkdir()
+    fits = []
+    for day in (1, 2):
+        write_day(corpus, day)
+        fits.append(mine_keywords(input_path=str(corpus), k=2, n_iters=3, warm_start=True, root=str(root)))
+    manifest = json.loads((ref_dir(root, fits[1]) / "_manifest.json").read_text())
+    assert manifest["convergence"]["warm_start_from"] == fits[0]["fingerprint"]
+    the_plan = plan(root, RetentionConfig(keep_builds=1))
+    assert the_plan.keep[fits[0]["path"]] == f"the fit {fits[1]['path']} warm-started from"
+    collect(root, RetentionConfig(keep_builds=1), do_apply=True)
+    again = mine_keywords(input_path=str(corpus), k=2, n_iters=3, warm_start=True, root=str(root))
+    assert again == fits[1]  # reused, not fitted again from a cold start
+
+
+def test_a_candidate_a_night_failed_on_is_judged_so_its_weights_can_go(tmp_path):
+    """The night trained a candidate, then its evaluation stopped it: the `failed` row names the candidate,
+    so gc counts it judged (kept as the newest of keep_refused, else pruned), not a run of your own forever."""
+    root = tmp_path / "data"
+    runs = {name: train_output(root, name, []) for name in ("failed", "refused")}
+    exports = {name: str(ref_dir(root, ref) / "export") for name, ref in runs.items()}
+    record_decision(root, {"decision": "failed", "reason": "the night stopped", "candidate": exports["failed"]})
+    assert "keep_refused" in plan(root, RetentionConfig(keep_refused=1)).keep[runs["failed"]["path"]]
+    record_decision(root, {"decision": "refused", "candidate": exports["refused"]})
+    the_plan = plan(root, RetentionConfig(keep_refused=1))
+    assert the_plan.prune[runs["failed"]["path"]] == ("export", "checkpoints")
+    assert "keep_refused" in the_plan.keep[runs["refused"]["path"]]
 
 
 def test_an_older_prepared_sts_model_folder_is_superseded_by_the_newer_one(tmp_path):

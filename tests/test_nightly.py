@@ -350,6 +350,31 @@ def test_nights(nightly):
     assert PRIMARY in json.loads(refused[0]) and refused[2] <= refused[1] <= refused[3] and refused[4] > 0.05
 
 
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.slow
+def test_a_night_that_fails_after_training_names_its_candidate_so_gc_can_free_it(nightly, tmp_path):
+    """The candidate is trained, then a broken extra evaluation set stops the night: the `failed` row names
+    the candidate, so retention counts it judged instead of keeping its weights as a run of your own."""
+    from flows.nightly_retrain import nightly_retrain
+    from tasks.retention.plan import RetentionConfig, plan
+
+    broken = tmp_path / "broken-beir"
+    (broken / "qrels").mkdir(parents=True)
+    (broken / "corpus.jsonl").write_text('{"_id": "1", "text": "a"}\n{"_id": \n', encoding="utf-8")
+    (broken / "queries.jsonl").write_text('{"_id": "q", "text": "a"}\n', encoding="utf-8")
+    (broken / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\t1\t1\n", encoding="utf-8")
+    config = write_config(tmp_path / "n.toml", nightly["corpus"], nightly["model"], lr=1e-3, steps=2)
+    config.write_text(config.read_text().replace("stsb = []", f'stsb = []\nbeir = ["{broken}"]'))
+    root = tmp_path / "data"
+    with pytest.raises(ValueError, match="corpus.jsonl:2: not JSON"):
+        nightly_retrain(config_path=str(config), root=str(root))
+    (row,) = pq.read_table(root / "models" / "promotions").to_pylist()
+    assert row["decision"] == "failed" and row["candidate"].endswith("/export") and Path(row["candidate"]).is_dir()
+    run = f"train/{Path(row['candidate']).parent.name}"
+    assert "keep_refused" in plan(root, RetentionConfig(keep_refused=1)).keep[run]
+    assert plan(root, RetentionConfig(keep_refused=0)).prune[run][0] == "export"
+
+
 def test_decision_rows_are_a_catalog_view(tmp_path):
     from storage.catalog import refresh_catalog
 

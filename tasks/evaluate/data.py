@@ -11,6 +11,7 @@ import csv
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,23 @@ def _require(path: str | Path) -> Path:
     if not path.exists():
         raise DatasetMissing(f"evaluation data not found: {path}")
     return path
+
+
+def _json_lines(path: Path, required: tuple[str, ...]) -> Iterator[dict]:
+    """The objects of a JSON Lines file; a line that is no JSON object, or lacks a `required` key, is an error
+    naming the file and line."""
+    with open(_require(path), encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            if not isinstance(obj, dict) or (missing := [key for key in required if key not in obj]):
+                what = f"no {', '.join(map(repr, missing))}" if isinstance(obj, dict) else "not a JSON object"
+                raise ValueError(f"{path}:{number}: {what} (a BEIR line needs {', '.join(map(repr, required))})")
+            yield obj
 
 
 def load_stackoverflow(path: str | Path, limit: int = 0) -> LabelledTexts:
@@ -125,18 +143,10 @@ def load_beir(folder: str | Path, split: str = "test") -> RetrievalSet:
     document in the corpus are dropped and counted."""
     folder = _require(folder)
     doc_ids, docs = [], []
-    with open(_require(folder / "corpus.jsonl"), encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                obj = json.loads(line)
-                doc_ids.append(str(obj["_id"]))
-                docs.append(f"{obj.get('title') or ''} {obj.get('text') or ''}".strip())
-    queries: dict[str, str] = {}
-    with open(_require(folder / "queries.jsonl"), encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                obj = json.loads(line)
-                queries[str(obj["_id"])] = obj["text"]
+    for obj in _json_lines(folder / "corpus.jsonl", ("_id",)):
+        doc_ids.append(str(obj["_id"]))
+        docs.append(f"{obj.get('title') or ''} {obj.get('text') or ''}".strip())
+    queries = {str(obj["_id"]): obj["text"] for obj in _json_lines(folder / "queries.jsonl", ("_id", "text"))}
     row_of = {d: i for i, d in enumerate(doc_ids)}
     qrels: dict[str, set[int]] = {}
     with open(_require(folder / "qrels" / f"{split}.tsv"), encoding="utf-8", newline="") as f:

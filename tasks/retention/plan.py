@@ -5,17 +5,22 @@ Kept (each with its reason):
   its ingest read) and every output they were made from (upstream outputs, per-file ingest units);
 - the champion, the `keep_champions` predecessors its history records (so `gur rollback` works that many times
   in a row) and the newest `keep_champions` history entries, and the outputs they were trained on and mixed from;
+- the builds the catalog's `main` shows (a rerun that reused an old build made it `main`'s again), and the
+  fit a kept keywords build warm-started from (its fingerprint names it: without it no rerun is a cache hit);
 - every training run the nightly never judged (your own `gur train` runs), and the newest `keep_refused`
-  refused candidates;
-- every output without a manifest (a run in progress, or one that resumes) but a data-stage output older than
-  the newest finished build (abandoned), every data-stage output finished after the newest build (a build
-  that did not finish: its rerun resumes from them), every output with an unreadable manifest, every
-  evaluation and STS output (their metrics are the history), the held-out split a kept build reads;
-- the embeddings the catalog's view reads (`embed/active.json`) and the newest `keep_builds` embed
-  outputs and search indexes; the newest prepared folder of each STS zoo model (`sts-llm/`).
+  refused candidates (or candidates a night failed on after training them);
+- every output without a manifest (a run in progress, or one that resumes, with what its `config.json` reads:
+  shards, questions, replay source, the model it starts from) but a data-stage output abandoned (older than
+  the newest finished build, and than the newest build of every corpus with a build that did not finish);
+  every data-stage output finished after its own corpus's newest build (a build that did not finish: its
+  rerun resumes from them, whatever other corpora built since); every output with an unreadable manifest,
+  every evaluation and STS output (their metrics are the history), the held-out split a kept build reads;
+- the embeddings the catalog's view reads (`embed/active.json`) and the model they were made with (`gur
+  search` embeds queries with it), the newest `keep_builds` embed outputs and search indexes; the newest
+  prepared folder of each STS zoo model (`sts-llm/`).
 Deleted:
 - whole data-stage outputs (ingest, split, pair, shuffle, keywords), embeddings and indexes, and
-  held-out splits no kept output depends on, and unfinished data-stage outputs older than the newest build;
+  held-out splits no kept output depends on, and abandoned unfinished data-stage outputs;
 - prepared STS zoo model folders superseded by a newer one of the same model;
 - the weights (`export/`) and `checkpoints/` of refused candidates and of champions older than the window:
   their manifests, metrics and `promotions` rows stay, so the history keeps its numbers;
@@ -169,8 +174,80 @@ def train_dir_of(export: str, root: Path) -> str | None:
     return f"{rel.parts[0]}/{rel.parts[1]}" if len(rel.parts) == 3 and rel.parts[0] == "train" else None
 
 
+def output_of(path: str, root: Path) -> str | None:
+    """`<stage>/<fingerprint>` of a path inside a stage output of this root (a folder, a file, an export), else
+    None."""
+    try:
+        parts = Path(path).relative_to(root).parts
+    except ValueError:
+        return None
+    return f"{parts[0]}/{parts[1]}" if len(parts) >= 2 and parts[0] not in NOT_STAGES else None
+
+
+def run_inputs(run_dir: Path, root: Path) -> dict[str, str]:
+    """What an interrupted training run reads when it resumes (its `config.json`): setting -> output."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    keys = ("shards", "questions", "replay_source", "init_from")
+    found = {key: output_of(str(config.get(key) or ""), root) for key in keys if isinstance(config, dict)}
+    return {key: path for key, path in found.items() if path}
+
+
+def main_builds(root: Path) -> dict[str, str]:
+    """kind -> the output the catalog's `main` shows ({} without a readable catalog)."""
+    import time
+
+    from storage.catalog import CATALOG, _previous_main
+
+    try:
+        return _previous_main(root / CATALOG, time.monotonic() + 5)
+    except Exception:  # noqa: BLE001 - a catalog being rewritten or of another DuckDB version: gc goes on without
+        return {}
+
+
+def pending_builds(outputs: dict[str, Output]) -> tuple[set[str], set[str], dict[str, float]]:
+    """(finished data-stage outputs newer than their own corpus's newest build, the corpora they belong to, corpus
+    -> its newest finished build). Such outputs are a build that did not finish (killed, failed): its rerun
+    resumes from them, whatever other corpora built since. A per-file ingest unit belongs to the folders of its
+    source name; one no folder build has named yet belongs to a corpus never built ("?", time 0)."""
+    times: dict[str, float] = {}
+    for key, builds in builds_by_corpus(outputs).items():
+        corpus = key.split(":", 1)[1]
+        times[corpus] = max(times.get(corpus, 0), builds[0].manifest.get("finished_at", 0))
+    folders: dict[str, set[str]] = {}  # source name -> corpora (folder ingests)
+    for out in outputs.values():
+        inputs = (out.manifest or {}).get("inputs") or {}
+        if out.stage == "ingest" and inputs.get("kind") == "folder":
+            folders.setdefault(str(inputs.get("source")), set()).add(str(inputs.get("path")))
+    pending, corpora = set(), set()
+    for out in outputs.values():
+        if out.stage not in DATA_STAGES or not out.manifest:
+            continue
+        if out.stage == "ingest-file":
+            owners = folders.get(str((out.manifest.get("inputs") or {}).get("source")), set()) or {"?"}
+        else:
+            owners = {corpus_of(out.path, outputs)}
+        if out.manifest.get("finished_at", 0) > min(times.get(c, 0) for c in owners):
+            pending.add(out.path)
+            corpora |= owners
+    return pending, corpora, times
+
+
+def abandoned_work(out: Output, pending_corpora: set[str], times: dict[str, float]) -> bool:
+    """Whether an unfinished data-stage output was abandoned: older than the newest finished build, and not
+    possibly part of a build that did not finish (no corpus with one, `pending_corpora`, has finished a build
+    since the output was last written)."""
+    touched = last_touched(out.dir)
+    if touched >= max(times.values(), default=0):
+        return False
+    return not any(times.get(corpus, 0) < touched for corpus in pending_corpora)
+
+
 def judged_candidates(root: Path) -> list[tuple[float, str, str]]:
-    """(time, decision, train output) of every candidate a night promoted or refused, oldest first."""
+    """(time, decision, train output) of every candidate a night promoted, refused, or trained and then failed
+    on (its evaluation stopped the night), oldest first."""
     from storage.shards import read_shard
 
     folder = root / "models" / "promotions"
@@ -178,7 +255,7 @@ def judged_candidates(root: Path) -> list[tuple[float, str, str]]:
     for part in sorted(folder.glob("part-*.parquet")):
         for row in read_shard(part, ["created_at", "decision", "candidate"]).to_pylist():
             train = train_dir_of(row["candidate"] or "", root)
-            if train and row["decision"] in ("promoted", "refused"):
+            if train and row["decision"] in ("promoted", "refused", "failed"):
                 rows.append((row["created_at"].timestamp(), row["decision"], train))
     return sorted(rows)
 
@@ -257,9 +334,9 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
         out = outputs.get(train)
         if out and out.manifest and (unmixed := out.manifest.get("unmixed")):
             judged_runs.add(unmixed["path"])
-    refused = [train for _, decision, train in judged if decision == "refused" and train not in kept_champions]
+    refused = [train for _, d, train in judged if d in ("refused", "failed") and train not in kept_champions]
     for train in list(dict.fromkeys(refused[::-1]))[: config.keep_refused]:
-        roots.setdefault(train, "a newest refused candidate (keep_refused)")
+        roots.setdefault(train, "a newest refused (or failed-on) candidate (keep_refused)")
     for stage in DERIVED:
         newest = sorted(
             (o for o in outputs.values() if o.stage == stage and o.manifest),
@@ -282,21 +359,28 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
     active = root / "embed" / "active.json"
     if active.exists() and (path := json.loads(active.read_text(encoding="utf-8")).get("path")) in outputs:
         roots[path] = "the embeddings the catalog's view reads (embed/active.json)"
-    # A build that did not finish (killed, failed): its finished outputs are newer than every finished build and
-    # stay for the rerun to resume from; an unfinished output older than the newest build was abandoned.
-    newest_build = max(
-        (o.manifest.get("finished_at", 0) for o in outputs.values() if o.stage in HEADS and o.manifest), default=0
-    )
+        model = output_of(str(((outputs[path].manifest or {}).get("config") or {}).get("model_path", "")), root)
+        if model in outputs:  # `gur search` embeds every query with it
+            roots.setdefault(model, "the model the active embeddings were made with (gur search embeds queries)")
+    for kind, path in main_builds(root).items():  # a build a rerun reused is `main`'s, however old it is
+        if path in outputs:
+            roots.setdefault(path, f"shown in the catalog's `main` ({kind})")
+    for out in outputs.values():
+        if out.manifest is None and out.stage == "train":  # interrupted: resuming reads these
+            for key, path in run_inputs(out.dir, root).items():
+                if path in outputs:
+                    roots.setdefault(path, f"{key} of {out.path}, a run that resumes")
+    pending, pending_corpora, times = pending_builds(outputs)
     abandoned = set()
     for out in outputs.values():
         if out.problem:
             roots[out.path] = f"damaged, left for you to look at (gur verify): {out.problem}"
-        elif out.manifest is None and out.stage in DATA_STAGES and last_touched(out.dir) < newest_build:
+        elif out.manifest is None and out.stage in DATA_STAGES and abandoned_work(out, pending_corpora, times):
             abandoned.add(out.path)
         elif out.manifest is None:
             roots[out.path] = "incomplete: a run in progress, or one that resumes"
-        elif out.stage in DATA_STAGES and out.manifest.get("finished_at", 0) > newest_build:
-            roots[out.path] = "finished after the newest build: part of a build that did not finish (a rerun resumes)"
+        elif out.path in pending:
+            roots[out.path] = "finished after its corpus's newest build: part of a build that did not finish"
         elif out.stage == "train" and out.path not in judged_runs:
             roots.setdefault(out.path, "a training run the nightly never judged")
         elif out.stage not in (*DATA_STAGES, *DERIVED, "train", PREPARED):
@@ -312,6 +396,11 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             if up not in result.keep and up in outputs:
                 result.keep[up] = f"input of {current.path}"
                 stack.append(up)
+        prior = ((current.manifest or {}).get("convergence") or {}).get("warm_start_from")
+        if current.stage == "keywords" and prior and f"keywords/{prior}" in outputs:
+            # its fingerprint names the fit it warm-started from: without it a rerun is a cache miss. That
+            # folder alone: what the prior was made from is not needed to reuse this one.
+            result.keep.setdefault(f"keywords/{prior}", f"the fit {current.path} warm-started from")
     for out in outputs.values():
         if out.path in result.keep:
             if out.stage == "train" and out.manifest and (out.dir / "checkpoints").exists():
