@@ -135,6 +135,18 @@ def test_champions_past_the_window_lose_their_weights_and_gc_du_report(grown_roo
     assert "the champion (#2)" in out and "newest shuffle build #1" in out and "gc frees" in out
 
 
+def test_gur_promote_refuses_a_training_run_folder_whose_weights_gc_would_not_know_as_the_champion(grown_root, capsys):
+    """A run folder has a config.json (the training's), so it passed for a model: as the champion, gc saw no
+    train output's export in it and pruned the weights it points at."""
+    root, exports = grown_root["root"], grown_root["exports"]
+    run = Path(exports["mine"]).parent
+    assert gur(["--root", str(root), "promote", str(run)]) == 1
+    assert f"is a training run's folder, not a model: promote its export, {run / 'export'}" in capsys.readouterr().err
+    assert read_champion(root)["export"] == exports["second"]  # nothing changed
+    assert gur(["--root", str(root), "promote", str(run / "export")]) == 0
+    assert "the champion" in plan(root, RetentionConfig()).keep[f"train/{run.name}"]
+
+
 def test_gc_waits_for_a_running_build_and_a_build_waits_for_gc(grown_root, capsys):
     """A build in another process holds the root shared: gc gives up (or waits) and deletes nothing."""
     root = grown_root["root"]

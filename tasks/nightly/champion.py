@@ -177,6 +177,8 @@ def promote_by_hand(root: Path, export: Path, reason: str = "") -> dict:
     """`gur promote`: make a model folder the champion under the root lock, recorded as `manual` (a rolled-back
     export may come back this way, and a night may then keep it)."""
     export = Path(export).resolve()
+    if (export / "export").is_dir() or (export / "checkpoints").is_dir():  # its config.json is the training's
+        raise ValueError(f"{export} is a training run's folder, not a model: promote its export, {export / 'export'}")
     if not (export / "modules.json").exists() and not (export / "config.json").exists():
         raise FileNotFoundError(f"{export}: not a model folder (no modules.json or config.json)")
     with root_lock(root, "gur promote"):
