@@ -105,7 +105,7 @@ def mark_pruned(folder: Path, subs: tuple[str, ...], why: str) -> None:
     gone = sorted(set(manifest.get("pruned", {}).get("deleted", [])) | set(subs))
     manifest["files"] = kept
     manifest["pruned"] = {"deleted": gone, "at": time.time(), "why": why}
-    atomic_write_json(path, manifest)
+    atomic_write_json(path, manifest, fsync=True)  # on disk before the move: a power cut never shows the old list
 
 
 def apply(root: Path, plan: Plan, progress=print) -> None:
