@@ -386,6 +386,26 @@ def test_a_build_killed_mid_way_keeps_what_it_finished_and_gc_frees_what_was_aba
     )  # the rerun finishes the same build from what gc kept
 
 
+def test_a_stale_folder_of_the_same_name_does_not_keep_another_folders_old_file_units(tmp_path):
+    """Per-file units belong to the folders of their source name: one built long ago must not make every newer
+    unit look like part of a build that did not finish."""
+    from flows.build_pairs import build_pairs
+
+    stale, live, root = tmp_path / "old" / "docs", tmp_path / "new" / "docs", tmp_path / "data"
+    for folder in (stale, live):
+        folder.mkdir(parents=True)
+    write_day(stale, 7)
+    build_pairs(input_path=str(stale), root=str(root), workers=1)
+    write_day(live, 1)
+    first = build_pairs(input_path=str(live), root=str(root), workers=1)["documents"]
+    (live / "day1.jsonl").write_text((live / "day1.jsonl").read_text().replace("river", "brook"), encoding="utf-8")
+    build_pairs(input_path=str(live), root=str(root), workers=1)
+    manifest = json.loads((ref_dir(root, first) / "_manifest.json").read_text())
+    (old_unit,) = [f"ingest-file/{f['unit']}" for f in manifest["corpus_files"]]  # day1.jsonl before the edit
+    the_plan = plan(root, RetentionConfig(keep_builds=1))
+    assert first["path"] in the_plan.delete and old_unit in the_plan.delete, the_plan.keep.get(old_unit)
+
+
 def test_gc_keeps_what_a_rerun_reuses_a_run_resumes_from_and_search_embeds_with(grown_root):
     """The build a rerun just reused (the catalog's `main`), however old; the inputs and the starting model of a
     training run that was interrupted; the model the active embeddings were made with."""

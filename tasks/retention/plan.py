@@ -211,7 +211,8 @@ def pending_builds(outputs: dict[str, Output]) -> tuple[set[str], set[str], dict
     """(finished data-stage outputs newer than their own corpus's newest build, the corpora they belong to, corpus
     -> its newest finished build). Such outputs are a build that did not finish (killed, failed): its rerun
     resumes from them, whatever other corpora built since. A per-file ingest unit belongs to the folders of its
-    source name; one no folder build has named yet belongs to a corpus never built ("?", time 0)."""
+    source name (pending while newer than all their builds); one no folder build has named yet belongs to a
+    corpus never built ("?", time 0)."""
     times: dict[str, float] = {}
     for key, builds in builds_by_corpus(outputs).items():
         corpus = key.split(":", 1)[1]
@@ -229,7 +230,9 @@ def pending_builds(outputs: dict[str, Output]) -> tuple[set[str], set[str], dict
             owners = folders.get(str((out.manifest.get("inputs") or {}).get("source")), set()) or {"?"}
         else:
             owners = {corpus_of(out.path, outputs)}
-        if out.manifest.get("finished_at", 0) > min(times.get(c, 0) for c in owners):
+        # after the newest build of every folder it could be part of: a stale folder of the same name (moved,
+        # or another project's) must not keep every unit newer than its last build
+        if out.manifest.get("finished_at", 0) > max(times.get(c, 0) for c in owners):
             pending.add(out.path)
             corpora |= owners
     return pending, corpora, times
