@@ -145,6 +145,11 @@ def test_gur_promote_refuses_a_training_run_folder_whose_weights_gc_would_not_kn
     assert read_champion(root)["export"] == exports["second"]  # nothing changed
     assert gur(["--root", str(root), "promote", str(run / "export")]) == 0
     assert "the champion" in plan(root, RetentionConfig()).keep[f"train/{run.name}"]
+    refused = Path(exports["refused"]).parent
+    collect(root, RetentionConfig(keep_refused=0), do_apply=True)  # its weights go, its manifest stays
+    assert not (refused / "export").exists() and (refused / "_manifest.json").exists()
+    assert gur(["--root", str(root), "promote", str(refused)]) == 1
+    assert "its weights were deleted (gur gc): there is no model to promote" in capsys.readouterr().err
 
 
 def test_gc_waits_for_a_running_build_and_a_build_waits_for_gc(grown_root, capsys):
@@ -406,6 +411,28 @@ def test_a_stale_folder_of_the_same_name_does_not_keep_another_folders_old_file_
     assert first["path"] in the_plan.delete and old_unit in the_plan.delete, the_plan.keep.get(old_unit)
 
 
+def test_the_work_of_a_build_that_never_finishes_goes_once_more_than_keep_builds_builds_finished_since(
+    grown_root, tmp_path
+):
+    """A corpus killed once and never built again (or rerun with other settings) must not keep its work, or the
+    unfinished outputs of other runs, forever."""
+    from flows.build_pairs import build_pairs
+
+    root = grown_root["root"]
+    unfinished = root / "split" / "00000000cafe0000"  # killed a moment ago, first stage of a new corpus
+    (unfinished / "_tmp").mkdir(parents=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    for day, gone in ((7, False), (8, True)):
+        write_day(other, day)
+        build_pairs(input_path=str(other), root=str(root), workers=1)
+        the_plan = plan(root, RetentionConfig(keep_builds=1))
+        assert (unfinished.relative_to(root).as_posix() in the_plan.delete) == gone, the_plan.keep.get(
+            "split/00000000cafe0000"
+        )
+    assert "more than 1 builds finished since: abandoned" in the_plan.delete["split/00000000cafe0000"]
+
+
 def test_gc_keeps_what_a_rerun_reuses_a_run_resumes_from_and_search_embeds_with(grown_root):
     """The build a rerun just reused (the catalog's `main`), however old; the inputs and the starting model of a
     training run that was interrupted; the model the active embeddings were made with."""
@@ -456,16 +483,19 @@ def test_a_warm_started_keywords_build_keeps_the_fit_it_started_from_so_a_rerun_
     corpus, root = tmp_path / "corpus", tmp_path / "data"
     corpus.mkdir()
     fits = []
-    for day in (1, 2):
+    for day in (1, 2, 3):
         write_day(corpus, day)
         fits.append(mine_keywords(input_path=str(corpus), k=2, n_iters=3, warm_start=True, root=str(root)))
-    manifest = json.loads((ref_dir(root, fits[1]) / "_manifest.json").read_text())
-    assert manifest["convergence"]["warm_start_from"] == fits[0]["fingerprint"]
+    manifest = json.loads((ref_dir(root, fits[2]) / "_manifest.json").read_text())
+    assert manifest["convergence"]["warm_start_from"] == fits[1]["fingerprint"]
     the_plan = plan(root, RetentionConfig(keep_builds=1))
-    assert the_plan.keep[fits[0]["path"]] == f"the fit {fits[1]['path']} warm-started from"
-    collect(root, RetentionConfig(keep_builds=1), do_apply=True)
+    assert the_plan.keep[fits[1]["path"]] == f"the fit {fits[2]['path']} warm-started from"
+    assert fits[0]["path"] in the_plan.delete  # an older build's prior: no rerun warm-starts from it again
+    for _ in range(2):  # the kept prior, its inputs gone, is still its corpus's (not a build of "?") and no root
+        collect(root, RetentionConfig(keep_builds=1), do_apply=True)
+        assert sorted(p.name for p in (root / "keywords").iterdir()) == sorted(f["fingerprint"] for f in fits[1:])
     again = mine_keywords(input_path=str(corpus), k=2, n_iters=3, warm_start=True, root=str(root))
-    assert again == fits[1]  # reused, not fitted again from a cold start
+    assert again == fits[2]  # reused, not fitted again from a cold start
 
 
 def test_a_candidate_a_night_failed_on_is_judged_so_its_weights_can_go(tmp_path):
@@ -480,6 +510,15 @@ def test_a_candidate_a_night_failed_on_is_judged_so_its_weights_can_go(tmp_path)
     the_plan = plan(root, RetentionConfig(keep_refused=1))
     assert the_plan.prune[runs["failed"]["path"]] == ("export", "checkpoints")
     assert "keep_refused" in the_plan.keep[runs["refused"]["path"]]
+    # a night that fails after promoting names the new champion: past the window it goes like any old
+    # champion, never taking the refused candidate's keep_refused slot
+    promoted = train_output(root, "promoted", [])
+    export = str(ref_dir(root, promoted) / "export")
+    record_decision(root, {"decision": "promoted", "candidate": export})
+    record_decision(root, {"decision": "failed", "reason": "the night stopped", "candidate": export})
+    assert (
+        "keep_refused" in plan(root, RetentionConfig(keep_refused=1, keep_champions=0)).keep[runs["refused"]["path"]]
+    )
 
 
 def test_an_older_prepared_sts_model_folder_is_superseded_by_the_newer_one(tmp_path):

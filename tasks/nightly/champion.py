@@ -173,12 +173,26 @@ def rollback(root: Path, require_model: bool = False) -> tuple[dict, dict]:
     return current, restored
 
 
+def is_run_folder(folder: Path) -> bool:
+    """A training run's folder (`train/<fp>`: export, checkpoints, a manifest of stage `train`), also once gc
+    pruned its weights."""
+    if (folder / "export").is_dir() or (folder / "checkpoints").is_dir():
+        return True
+    try:
+        return json.loads((folder / "_manifest.json").read_text(encoding="utf-8")).get("stage") == "train"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def promote_by_hand(root: Path, export: Path, reason: str = "") -> dict:
     """`gur promote`: make a model folder the champion under the root lock, recorded as `manual` (a rolled-back
     export may come back this way, and a night may then keep it)."""
     export = Path(export).resolve()
-    if (export / "export").is_dir() or (export / "checkpoints").is_dir():  # its config.json is the training's
-        raise ValueError(f"{export} is a training run's folder, not a model: promote its export, {export / 'export'}")
+    if is_run_folder(export):  # its config.json is the training's, not a model's
+        run = f"{export} is a training run's folder"
+        if (export / "export").is_dir():
+            raise ValueError(f"{run}, not a model: promote its export, {export / 'export'}")
+        raise ValueError(f"{run}, and its weights were deleted (gur gc): there is no model to promote")
     if not (export / "modules.json").exists() and not (export / "config.json").exists():
         raise FileNotFoundError(f"{export}: not a model folder (no modules.json or config.json)")
     with root_lock(root, "gur promote"):

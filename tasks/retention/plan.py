@@ -6,15 +6,16 @@ Kept (each with its reason):
 - the champion, the `keep_champions` predecessors its history records (so `gur rollback` works that many times
   in a row) and the newest `keep_champions` history entries, and the outputs they were trained on and mixed from;
 - the builds the catalog's `main` shows (a rerun that reused an old build made it `main`'s again), and the
-  fit a kept keywords build warm-started from (its fingerprint names it: without it no rerun is a cache hit);
+  fit the newest keywords build of each corpus and settings warm-started from (its fingerprint names it:
+  without it no rerun is a cache hit);
 - every training run the nightly never judged (your own `gur train` runs), and the newest `keep_refused`
   refused candidates (or candidates a night failed on after training them);
 - every output without a manifest (a run in progress, or one that resumes, with what its `config.json` reads:
-  shards, questions, replay source, the model it starts from) but a data-stage output abandoned (older than
-  the newest finished build, and than the newest build of every corpus with a build that did not finish);
-  every data-stage output finished after its own corpus's newest build (a build that did not finish: its
-  rerun resumes from them, whatever other corpora built since); every output with an unreadable manifest,
-  every evaluation and STS output (their metrics are the history), the held-out split a kept build reads;
+  shards, questions, replay source, the model it starts from), and every data-stage output finished after its
+  own corpus's newest build (a build that did not finish: its rerun resumes from them, whatever other corpora
+  built since), until more than `keep_builds` builds have finished after them (then abandoned: deleted);
+  every output with an unreadable manifest, every evaluation and STS output (their metrics are the history),
+  the held-out split a kept build reads;
 - the embeddings the catalog's view reads (`embed/active.json`) and the model they were made with (`gur
   search` embeds queries with it), the newest `keep_builds` embed outputs and search indexes; the newest
   prepared folder of each STS zoo model (`sts-llm/`).
@@ -125,9 +126,9 @@ def corpus_of(path: str, outputs: dict[str, Output], seen: frozenset = frozenset
         inputs = (out.manifest or {}).get("inputs") or {}
         return str(inputs.get("path") or inputs.get("name") or "?")
     for up in depends_on(out):
-        if up.startswith(("ingest/", "split/", "pair/")):
+        if up.startswith(("ingest/", "split/", "pair/")) and up in outputs:
             return corpus_of(up, outputs, seen | {path})
-    return "?"
+    return str((out.manifest or {}).get("corpus") or "?")  # keywords record it: a kept prior's inputs are gone
 
 
 def last_touched(folder: Path) -> float:
@@ -145,8 +146,8 @@ def builds_by_corpus(outputs: dict[str, Output]) -> dict[str, list[Output]]:
     """`<head stage>:<corpus>` -> its complete builds, newest first."""
     found: dict[str, list[Output]] = {}
     for out in outputs.values():
-        if out.stage in HEADS and out.manifest:
-            found.setdefault(f"{out.stage}:{corpus_of(out.path, outputs)}", []).append(out)
+        if out.stage in HEADS and out.manifest and (corpus := corpus_of(out.path, outputs)) != "?":
+            found.setdefault(f"{out.stage}:{corpus}", []).append(out)  # "?": its inputs are gone, no build
     for builds in found.values():
         builds.sort(key=lambda o: o.manifest.get("finished_at", 0), reverse=True)
     return dict(sorted(found.items()))
@@ -177,8 +178,10 @@ def train_dir_of(export: str, root: Path) -> str | None:
 def output_of(path: str, root: Path) -> str | None:
     """`<stage>/<fingerprint>` of a path inside a stage output of this root (a folder, a file, an export), else
     None."""
+    if not path or not Path(path).is_absolute():
+        return None  # a relative path: relative to where the run started, which is not known here
     try:
-        parts = Path(path).relative_to(root).parts
+        parts = Path(path).resolve().relative_to(Path(root).resolve()).parts
     except ValueError:
         return None
     return f"{parts[0]}/{parts[1]}" if len(parts) >= 2 and parts[0] not in NOT_STAGES else None
@@ -201,51 +204,53 @@ def main_builds(root: Path) -> dict[str, str]:
 
     from storage.catalog import CATALOG, _previous_main
 
-    try:
-        return _previous_main(root / CATALOG, time.monotonic() + 5)
-    except Exception:  # noqa: BLE001 - a catalog being rewritten or of another DuckDB version: gc goes on without
-        return {}
+    return _previous_main(root / CATALOG, time.monotonic() + 30)  # busy past that: gc fails, saying so
 
 
-def pending_builds(outputs: dict[str, Output]) -> tuple[set[str], set[str], dict[str, float]]:
-    """(finished data-stage outputs newer than their own corpus's newest build, the corpora they belong to, corpus
-    -> its newest finished build). Such outputs are a build that did not finish (killed, failed): its rerun
-    resumes from them, whatever other corpora built since. A per-file ingest unit belongs to the folders of its
-    source name (pending while newer than all their builds); one no folder build has named yet belongs to a
-    corpus never built ("?", time 0)."""
+def unfinished_builds(outputs: dict[str, Output], keep_builds: int) -> tuple[set[str], set[str]]:
+    """(finished data-stage outputs that are part of a build that did not finish, unfinished data-stage outputs
+    that were abandoned).
+
+    A build that was killed or failed leaves finished outputs newer than its corpus's newest build and one
+    unfinished output; its rerun resumes from them, whatever other corpora built since. Both stay until more
+    than `keep_builds` builds (of any corpus) have finished after them: a corpus that never builds again, or a
+    rerun with other settings, does not keep them forever. A per-file ingest unit belongs to the folders of its
+    source name (part of an unfinished build while newer than all their builds); one no folder build has named
+    yet belongs to a corpus never built."""
+    import bisect
+
     times: dict[str, float] = {}
     for key, builds in builds_by_corpus(outputs).items():
         corpus = key.split(":", 1)[1]
         times[corpus] = max(times.get(corpus, 0), builds[0].manifest.get("finished_at", 0))
+    finished = sorted(o.manifest.get("finished_at", 0) for o in outputs.values() if o.stage in HEADS and o.manifest)
+
+    def built_since(t: float) -> int:
+        return len(finished) - bisect.bisect_right(finished, t)
+
     folders: dict[str, set[str]] = {}  # source name -> corpora (folder ingests)
     for out in outputs.values():
         inputs = (out.manifest or {}).get("inputs") or {}
         if out.stage == "ingest" and inputs.get("kind") == "folder":
             folders.setdefault(str(inputs.get("source")), set()).add(str(inputs.get("path")))
-    pending, corpora = set(), set()
+    pending, abandoned = set(), set()
     for out in outputs.values():
-        if out.stage not in DATA_STAGES or not out.manifest:
+        if out.stage not in DATA_STAGES or out.problem:
+            continue
+        if out.manifest is None:
+            if built_since(last_touched(out.dir)) > keep_builds:
+                abandoned.add(out.path)
             continue
         if out.stage == "ingest-file":
             owners = folders.get(str((out.manifest.get("inputs") or {}).get("source")), set()) or {"?"}
         else:
             owners = {corpus_of(out.path, outputs)}
         # after the newest build of every folder it could be part of: a stale folder of the same name (moved,
-        # or another project's) must not keep every unit newer than its last build
-        if out.manifest.get("finished_at", 0) > max(times.get(c, 0) for c in owners):
+        # or another project's) must not keep every newer unit
+        done = out.manifest.get("finished_at", 0)
+        if done > max(times.get(c, 0) for c in owners) and built_since(done) <= keep_builds:
             pending.add(out.path)
-            corpora |= owners
-    return pending, corpora, times
-
-
-def abandoned_work(out: Output, pending_corpora: set[str], times: dict[str, float]) -> bool:
-    """Whether an unfinished data-stage output was abandoned: older than the newest finished build, and not
-    possibly part of a build that did not finish (no corpus with one, `pending_corpora`, has finished a build
-    since the output was last written)."""
-    touched = last_touched(out.dir)
-    if touched >= max(times.values(), default=0):
-        return False
-    return not any(times.get(corpus, 0) < touched for corpus in pending_corpora)
+    return pending, abandoned
 
 
 def judged_candidates(root: Path) -> list[tuple[float, str, str]]:
@@ -322,9 +327,16 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
     result = Plan(trash=sorted((root / TRASH).iterdir()) if (root / TRASH).is_dir() else [])
     roots: dict[str, str] = {}
     # the newest builds of each corpus
+    priors: dict[str, str] = {}
     for key, builds in builds_by_corpus(outputs).items():
         for rank, out in enumerate(builds[: config.keep_builds], 1):
             roots[out.path] = f"newest {out.stage} build #{rank} of {key.split(':', 1)[1]}"
+        settings: set[str] = set()
+        for out in builds if key.startswith("keywords:") else []:
+            if (setting := str(out.manifest.get("settings_key"))) not in settings:
+                settings.add(setting)  # its fingerprint names its warm start: a rerun is a cache hit only with it
+                if prior := (out.manifest.get("convergence") or {}).get("warm_start_from"):
+                    priors[f"keywords/{prior}"] = f"the fit {out.path} warm-started from"
     # champions, runs the nightly never judged, the newest refused candidates
     kept_champions = champions(root, config.keep_champions)
     roots.update(kept_champions)
@@ -337,7 +349,8 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
         out = outputs.get(train)
         if out and out.manifest and (unmixed := out.manifest.get("unmixed")):
             judged_runs.add(unmixed["path"])
-    refused = [train for _, d, train in judged if d in ("refused", "failed") and train not in kept_champions]
+    promoted = {train for _, d, train in judged if d == "promoted"}  # a night may fail after promoting
+    refused = [t for _, d, t in judged if d in ("refused", "failed") and t not in kept_champions and t not in promoted]
     for train in list(dict.fromkeys(refused[::-1]))[: config.keep_refused]:
         roots.setdefault(train, "a newest refused (or failed-on) candidate (keep_refused)")
     for stage in DERIVED:
@@ -373,13 +386,12 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             for key, path in run_inputs(out.dir, root).items():
                 if path in outputs:
                     roots.setdefault(path, f"{key} of {out.path}, a run that resumes")
-    pending, pending_corpora, times = pending_builds(outputs)
-    abandoned = set()
+    pending, abandoned = unfinished_builds(outputs, config.keep_builds)
     for out in outputs.values():
         if out.problem:
             roots[out.path] = f"damaged, left for you to look at (gur verify): {out.problem}"
-        elif out.manifest is None and out.stage in DATA_STAGES and abandoned_work(out, pending_corpora, times):
-            abandoned.add(out.path)
+        elif out.path in abandoned:
+            pass
         elif out.manifest is None:
             roots[out.path] = "incomplete: a run in progress, or one that resumes"
         elif out.path in pending:
@@ -399,11 +411,9 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             if up not in result.keep and up in outputs:
                 result.keep[up] = f"input of {current.path}"
                 stack.append(up)
-        prior = ((current.manifest or {}).get("convergence") or {}).get("warm_start_from")
-        if current.stage == "keywords" and prior and f"keywords/{prior}" in outputs:
-            # its fingerprint names the fit it warm-started from: without it a rerun is a cache miss. That
-            # folder alone: what the prior was made from is not needed to reuse this one.
-            result.keep.setdefault(f"keywords/{prior}", f"the fit {current.path} warm-started from")
+    for prior, why in priors.items():  # that folder alone: what the prior was made from is not needed
+        if prior in outputs:
+            result.keep.setdefault(prior, why)
     for out in outputs.values():
         if out.path in result.keep:
             if out.stage == "train" and out.manifest and (out.dir / "checkpoints").exists():
@@ -415,7 +425,9 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
                 result.prune[out.path] = present
                 result.prune_why[out.path] = "weights of a refused candidate or of a champion past the window"
         elif out.path in abandoned:
-            result.delete[out.path] = "unfinished, and older than the newest finished build: abandoned"
+            result.delete[out.path] = (
+                f"unfinished, and more than {config.keep_builds} builds finished since: abandoned"
+            )
         elif out.stage in (*DATA_STAGES, *DERIVED):
             result.delete[out.path] = "no kept output depends on it"
         elif out.stage == PREPARED and out.manifest:
