@@ -12,15 +12,30 @@ Add = Callable[..., argparse.ArgumentParser]
 
 def retention_options(parser: argparse.ArgumentParser) -> None:
     d = RetentionConfig()
-    parser.add_argument("--keep-builds", type=int, default=d.keep_builds, help="newest builds kept per corpus")
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="the nightly.toml whose [retention] gives the defaults below (default: <root>/nightly.toml when there "
+        "is one, the one a night reads without --config)",
+    )
+    parser.add_argument(
+        "--keep-builds",
+        type=int,
+        default=None,
+        help=f"newest builds kept per corpus (default: [retention], {d.keep_builds})",
+    )
     parser.add_argument(
         "--keep-champions",
         type=int,
-        default=d.keep_champions,
-        help="predecessors of the champion kept, each `gur rollback` going one back (default %(default)s)",
+        default=None,
+        help="predecessors of the champion kept, each `gur rollback` going one back "
+        f"(default: [retention], {d.keep_champions})",
     )
     parser.add_argument(
-        "--keep-refused", type=int, default=d.keep_refused, help="newest refused candidates whose weights stay"
+        "--keep-refused",
+        type=int,
+        default=None,
+        help=f"newest refused candidates whose weights stay (default: [retention], {d.keep_refused})",
     )
 
 
@@ -37,7 +52,9 @@ def parse_gc(add: Add) -> None:
         "promotions rows stay), finished runs' checkpoints. A dry run by default: it prints what it would\n"
         "free per stage (hard links counted once); --apply deletes. It holds the root: no night, build,\n"
         "training or evaluation runs meanwhile (it waits --wait seconds for those running). A kill at any\n"
-        "moment leaves a root that gur verify passes; rerun to finish. `gur du` shows what is kept and why.",
+        "moment leaves a root that gur verify passes; rerun to finish. `gur du` shows what is kept and why.\n"
+        "The settings: [retention] of <root>/nightly.toml (or --config), so a gc by hand keeps what the\n"
+        "nights keep; each --keep-* flag overrides its setting.",
         raw=True,
     )
     gc.add_argument("--apply", action="store_true", help="delete (default: a dry run that only reports)")
@@ -57,8 +74,23 @@ def parse_du(add: Add) -> None:
     du.set_defaults(func=cmd_du)
 
 
-def config_of(args: argparse.Namespace) -> RetentionConfig:
-    return RetentionConfig(args.keep_builds, args.keep_champions, args.keep_refused)
+def config_of(args: argparse.Namespace, root) -> tuple[RetentionConfig, str]:
+    """The settings (the nightly.toml's [retention], what a night keeps, then the flags) and where they came
+    from: a `gur gc` after a night must keep what the night's own gc would."""
+    from pathlib import Path
+
+    from tasks.nightly.config import CONFIG_NAME, RetentionSection, retention_settings
+
+    path = Path(args.config) if args.config else Path(root) / CONFIG_NAME
+    if args.config and not path.is_file():
+        raise FileNotFoundError(f"{path}: no such nightly.toml (--config)")
+    section = retention_settings(path) if path.is_file() else RetentionSection()
+    flags = {"keep_builds": args.keep_builds, "keep_champions": args.keep_champions, "keep_refused": args.keep_refused}
+    values = {name: getattr(section, name) if flag is None else flag for name, flag in flags.items()}
+    source = f"[retention] of {path}" if path.is_file() else "the defaults"
+    given = [f"--{name.replace('_', '-')}" for name, flag in flags.items() if flag is not None]
+    shown = ", ".join(f"{name} = {value}" for name, value in values.items())
+    return RetentionConfig(**values), f"{shown} ({source}{', ' + ', '.join(given) if given else ''})"
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
@@ -68,7 +100,9 @@ def cmd_gc(args: argparse.Namespace) -> int:
     root = data_root(args.root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no data root here (--root, $GUR_HOME)")
-    result = collect(root, config_of(args), args.apply, wait_s=args.wait)
+    config, source = config_of(args, root)
+    print(f"keeping: {source}")
+    result = collect(root, config, args.apply, wait_s=args.wait)
     print(gc_report(result))
     return 0
 
@@ -80,5 +114,7 @@ def cmd_du(args: argparse.Namespace) -> int:
     root = data_root(args.root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no data root here (--root, $GUR_HOME)")
-    print(du_report(root, config_of(args)))
+    config, source = config_of(args, root)
+    print(f"keeping: {source}")
+    print(du_report(root, config))
     return 0

@@ -120,6 +120,7 @@ class StageOutput:
         elif manifest is not None and manifest.get("pruned"):  # gur gc deleted its weights: never reuse it
             deleted = ", ".join(manifest["pruned"]["deleted"])
             log.info("%s: output %s had its %s deleted by gur gc; rebuilding it", stage, folder, deleted)
+            out.forget_in_catalog(log)
             shutil.rmtree(folder)
             return out
         if manifest is not None and not problems:
@@ -136,8 +137,22 @@ class StageOutput:
                 "; ".join(problems[:3]),
                 f"; {len(problems) - 3} more" if len(problems) > 3 else "",
             )
+            if manifest is not None:
+                out.forget_in_catalog(log)
             shutil.rmtree(folder)
         return out
+
+    def forget_in_catalog(self, log) -> None:
+        """Before a finished output's folder goes to be rebuilt: the catalog stops naming its files first, as gc
+        does, so every view reads while it is rebuilt (hours, for a model) and after a kill mid-way."""
+        if not (self.root / "catalog.duckdb").exists():
+            return
+        from storage.catalog import refresh_catalog
+
+        try:
+            refresh_catalog(self.root, without=frozenset({f"{self.stage}/{self.fingerprint}"}))
+        except Exception as exc:  # noqa: BLE001 - the rebuild goes on; the next refresh catches up
+            log.warning("catalog not updated before rebuilding %s (%s): run `gur catalog --refresh`", self.dir, exc)
 
     @property
     def dir(self) -> Path:

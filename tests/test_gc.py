@@ -152,6 +152,54 @@ def test_gur_promote_refuses_a_training_run_folder_whose_weights_gc_would_not_kn
     assert "its weights were deleted (gur gc): there is no model to promote" in capsys.readouterr().err
 
 
+def test_a_pruned_run_trained_again_leaves_every_catalog_view_readable_meanwhile(grown_root):
+    """A night with nothing new retrains a pruned candidate (same fingerprint): its folder is deleted to be
+    rebuilt, and `train_metrics` named its metrics file. The catalog forgets it first, as gc does."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from storage.catalog import connect_catalog, refresh_catalog
+
+    root = grown_root["root"]
+    out = StageOutput.open(root, "train", "00000000000000b0", exclude=("checkpoints",))
+    (out.dir / "export").mkdir(parents=True)
+    (out.dir / "export" / "model.safetensors").write_bytes(bytes(1000))
+    pq.write_table(pa.table({"step": [1, 2], "loss": [2.0, 1.5]}), out.dir / "metrics.parquet")
+    ref = out.finish(
+        code_version="test", config={}, inputs={}, upstream=[], tables={"train_metrics": "metrics.parquet"}, rows={},
+        drops={},
+    )  # fmt: skip
+    record_decision(root, {"decision": "refused", "candidate": str(ref_dir(root, ref) / "export")})
+    collect(root, RetentionConfig(keep_refused=0), do_apply=True)  # weights pruned, metrics kept
+    refresh_catalog(root)
+    assert connect_catalog(root).execute("SELECT count(*) FROM train_metrics").fetchone()[0] == 2
+    again = StageOutput.open(root, "train", "00000000000000b0")  # what the retraining does first
+    assert not again.complete and not again.dir.exists()
+    assert "main.train_metrics" not in duckdb_reads_every_view(root)  # the DuckDB CLI reads every view
+
+
+def test_gur_gc_and_du_keep_what_the_nights_retention_keeps_unless_told_otherwise(grown_root, tmp_path, capsys):
+    """A `gur gc --apply` after a night (say, to retry its failed gc) must not prune what the night keeps."""
+    root, exports = grown_root["root"], grown_root["exports"]
+    (root / "nightly.toml").write_text("[retention]\nkeep_builds = 1\nkeep_refused = 0\n", encoding="utf-8")
+    refused = f"train/{Path(exports['refused']).parent.name}"
+    assert gur(["--root", str(root), "gc"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"keeping: keep_builds = 1, keep_champions = 5, keep_refused = 0 ([retention] of {root / 'nightly.toml'})"
+        in out
+    )
+    assert gur(["--root", str(root), "du", "--keep-refused", "1"]) == 0  # a flag wins, and says so
+    out = capsys.readouterr().out
+    assert "keep_refused = 1 ([retention] of" in out and ", --keep-refused)" in out and f"{refused}: a newest" in out
+    elsewhere = tmp_path / "night.toml"
+    elsewhere.write_text("[retention]\nkeep_builds = true\n", encoding="utf-8")
+    assert gur(["--root", str(root), "gc", "--config", str(elsewhere)]) == 1
+    assert f"{elsewhere}: [retention] keep_builds must be a whole number" in capsys.readouterr().err
+    (root / "nightly.toml").unlink()
+    assert gur(["--root", str(root), "gc"]) == 0 and "(the defaults)" in capsys.readouterr().out
+
+
 def test_gc_waits_for_a_running_build_and_a_build_waits_for_gc(grown_root, capsys):
     """A build in another process holds the root shared: gc gives up (or waits) and deletes nothing."""
     root = grown_root["root"]
@@ -464,12 +512,21 @@ def test_gc_keeps_what_a_rerun_reuses_a_run_resumes_from_and_search_embeds_with(
         rows={}, drops={},
     )  # fmt: skip
     (root / "embed" / "active.json").write_text(json.dumps({"path": made["path"]}), encoding="utf-8")
+    indexes = []
+    for name, upstream in (("0000000000000a01", made), ("0000000000000a02", builds[2])):  # the second is newer
+        index = StageOutput.open(root, "embed-index", name)
+        index.dir.mkdir(parents=True, exist_ok=True)
+        (index.dir / "index.bin").write_bytes(b"graph")
+        indexes.append(
+            index.finish(code_version="t", config={}, inputs={}, upstream=[upstream], tables={}, rows={}, drops={})
+        )
     refused_run, mine_run = (f"train/{Path(exports[n]).parent.name}" for n in ("refused", "mine"))
     the_plan = plan(root, RetentionConfig(keep_builds=1, keep_refused=0))
     assert "shown in the catalog's `main`" in the_plan.keep[builds[0]["path"]]
     assert the_plan.keep[builds[1]["path"]] == "shards of train/00000000000000aa, a run that resumes"
     assert the_plan.keep[refused_run] == "init_from of train/00000000000000aa, a run that resumes"
     assert "active embeddings were made with" in the_plan.keep[mine_run]
+    assert the_plan.keep[indexes[0]["path"]] == "a search index of the active embeddings"  # not the newest
     collect(root, RetentionConfig(keep_builds=1, keep_refused=0), do_apply=True)
     assert (Path(exports["refused"]) / "model.safetensors").exists() and (run / "checkpoints").exists()
     assert (Path(exports["mine"]) / "model.safetensors").exists()

@@ -177,6 +177,23 @@ def _section(cls, data: dict, name: str, source: Path):
         raise ValueError(f"{source}: [{name}] {exc}") from None
 
 
+def retention_settings(path: Path) -> RetentionSection:
+    """Only the `[retention]` section of a nightly.toml (what `gur gc` and `gur du` keep by default), checked
+    as a night checks it; the defaults when the section is absent."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: not readable as TOML ({exc})") from None
+    section = _section(RetentionSection, data.get("retention", {}), "retention", Path(path))
+    try:
+        section.config()
+    except ValueError as exc:
+        raise ValueError(f"{path}: [retention] {exc}") from None
+    return section
+
+
 def _absolute(path: str, base: Path) -> str:
     """Paths in the file are relative to the file's folder."""
     return str((base / path).resolve()) if path else ""

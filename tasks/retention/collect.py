@@ -103,7 +103,8 @@ def du_report(root: Path, config: RetentionConfig) -> str:
     lines += ["", "kept, and why (builds, models and splits; their inputs are kept with them):"]
     for path, why in sorted(the_plan.keep.items()):
         if not why.startswith(("input of", "evaluation record")):
-            lines.append(f"  {path}: {why}")
+            gone = path.startswith("train/") and not (root / path / "export").is_dir()
+            lines.append(f"  {path}: {why}{' (its weights were already deleted: its record only)' if gone else ''}")
     return "\n".join(lines)
 
 

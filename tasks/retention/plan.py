@@ -378,6 +378,9 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
         model = output_of(str(((outputs[path].manifest or {}).get("config") or {}).get("model_path", "")), root)
         if model in outputs:  # `gur search` embeds every query with it
             roots.setdefault(model, "the model the active embeddings were made with (gur search embeds queries)")
+        for out in outputs.values():  # rebuilding a large corpus's index takes minutes on one thread
+            if out.stage == "embed-index" and out.manifest and path in depends_on(out):
+                roots.setdefault(out.path, "a search index of the active embeddings")
     for kind, path in main_builds(root).items():  # a build a rerun reused is `main`'s, however old it is
         if path in outputs:
             roots.setdefault(path, f"shown in the catalog's `main` ({kind})")
