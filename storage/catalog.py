@@ -193,6 +193,12 @@ def _previous_main(path: Path, deadline: float) -> dict[str, str]:
     return dict(rows)
 
 
+def main_builds(root: Path, wait_s: float = WAIT_S) -> dict[str, str]:
+    """kind -> the output the catalog's `main` shows ({} without a catalog, or one of another DuckDB version);
+    busy past `wait_s`: CatalogBusyError."""
+    return _previous_main(root / CATALOG, time.monotonic() + wait_s)
+
+
 MAIN = ".catalog-main.json"  # what `main` shows and a stamp per view, beside the catalog file it was written with
 SIDECAR_VERSION = 2
 

@@ -145,9 +145,10 @@ class StageOutput:
     def forget_in_catalog(self, log) -> None:
         """Before a finished output's folder goes to be rebuilt: the catalog stops naming its files first, as gc
         does, so every view reads while it is rebuilt (hours, for a model) and after a kill mid-way."""
-        if not (self.root / "catalog.duckdb").exists():
+        from storage.catalog import CATALOG, refresh_catalog
+
+        if not (self.root / CATALOG).exists():
             return
-        from storage.catalog import refresh_catalog
 
         try:
             refresh_catalog(self.root, without=frozenset({f"{self.stage}/{self.fingerprint}"}))

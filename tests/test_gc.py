@@ -39,8 +39,9 @@ def write_day(folder: Path, day: int) -> None:
     (folder / f"day{day}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
 
 
-def train_output(root: Path, name: str, upstream: list[dict]) -> dict[str, str]:
-    """A finished training run's folder, as the train stage leaves it (export, checkpoints, metrics)."""
+def train_output(root: Path, name: str, upstream: list[dict], metrics: bool = False) -> dict[str, str]:
+    """A finished training run's folder, as the train stage leaves it (export, checkpoints, and with `metrics`
+    the `metrics.parquet` the catalog's `train_metrics` reads)."""
     out = StageOutput.open(
         root, "train", hashlib.blake2b(name.encode(), digest_size=8).hexdigest(), exclude=("checkpoints",)
     )
@@ -50,8 +51,14 @@ def train_output(root: Path, name: str, upstream: list[dict]) -> dict[str, str]:
     (out.dir / "checkpoints" / "step-00010").mkdir(parents=True)
     (out.dir / "checkpoints" / "step-00010" / "state.pt").write_bytes(bytes(300_000))
     (out.dir / "summary.json").write_text(json.dumps({"name": name}), encoding="utf-8")
+    if metrics:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"step": [1, 2], "loss": [2.0, 1.5]}), out.dir / "metrics.parquet")
+    tables = {"train_metrics": "metrics.parquet"} if metrics else {}
     return out.finish(
-        code_version="test", config={"name": name}, inputs={}, upstream=upstream, tables={}, rows={}, drops={}
+        code_version="test", config={"name": name}, inputs={}, upstream=upstream, tables=tables, rows={}, drops={}
     )
 
 
@@ -155,25 +162,15 @@ def test_gur_promote_refuses_a_training_run_folder_whose_weights_gc_would_not_kn
 def test_a_pruned_run_trained_again_leaves_every_catalog_view_readable_meanwhile(grown_root):
     """A night with nothing new retrains a pruned candidate (same fingerprint): its folder is deleted to be
     rebuilt, and `train_metrics` named its metrics file. The catalog forgets it first, as gc does."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from storage.catalog import connect_catalog, refresh_catalog
 
     root = grown_root["root"]
-    out = StageOutput.open(root, "train", "00000000000000b0", exclude=("checkpoints",))
-    (out.dir / "export").mkdir(parents=True)
-    (out.dir / "export" / "model.safetensors").write_bytes(bytes(1000))
-    pq.write_table(pa.table({"step": [1, 2], "loss": [2.0, 1.5]}), out.dir / "metrics.parquet")
-    ref = out.finish(
-        code_version="test", config={}, inputs={}, upstream=[], tables={"train_metrics": "metrics.parquet"}, rows={},
-        drops={},
-    )  # fmt: skip
+    ref = train_output(root, "retrained", [], metrics=True)
     record_decision(root, {"decision": "refused", "candidate": str(ref_dir(root, ref) / "export")})
     collect(root, RetentionConfig(keep_refused=0), do_apply=True)  # weights pruned, metrics kept
     refresh_catalog(root)
     assert connect_catalog(root).execute("SELECT count(*) FROM train_metrics").fetchone()[0] == 2
-    again = StageOutput.open(root, "train", "00000000000000b0")  # what the retraining does first
+    again = StageOutput.open(root, "train", ref["fingerprint"])  # what the retraining does first
     assert not again.complete and not again.dir.exists()
     assert "main.train_metrics" not in duckdb_reads_every_view(root)  # the DuckDB CLI reads every view
 

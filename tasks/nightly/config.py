@@ -180,17 +180,19 @@ def _section(cls, data: dict, name: str, source: Path):
 def retention_settings(path: Path) -> RetentionSection:
     """Only the `[retention]` section of a nightly.toml (what `gur gc` and `gur du` keep by default), checked
     as a night checks it; the defaults when the section is absent."""
-    import tomllib
-
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"{path}: not readable as TOML ({exc})") from None
-    section = _section(RetentionSection, data.get("retention", {}), "retention", Path(path))
+    return _retention(data, Path(path))
+
+
+def _retention(data: dict, source: Path) -> RetentionSection:
+    section = _section(RetentionSection, data.get("retention", {}), "retention", source)
     try:
         section.config()
     except ValueError as exc:
-        raise ValueError(f"{path}: [retention] {exc}") from None
+        raise ValueError(f"{source}: [retention] {exc}") from None
     return section
 
 
@@ -279,11 +281,7 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
     if not 0.5 <= gate.confidence < 1.0:
         raise ValueError(f"{source}: [gate] confidence must be in [0.5, 1), not {gate.confidence}")
     evaluate, gate, notes = similarity_guard(evaluate, gate, data, source)
-    retention = _section(RetentionSection, data.get("retention", {}), "retention", source)
-    try:
-        retention.config()
-    except ValueError as exc:
-        raise ValueError(f"{source}: [retention] {exc}") from None
+    retention = _retention(data, source)
     suite = set(suite_labels(evaluate))
     for name in ((gate.primary,) if gate.primary != "auto" else ()) + tuple(gate.guards):
         if name.split("/", 1)[0] not in suite:

@@ -198,16 +198,9 @@ def run_inputs(run_dir: Path, root: Path) -> dict[str, str]:
     return {key: path for key, path in found.items() if path}
 
 
-def main_builds(root: Path) -> dict[str, str]:
-    """kind -> the output the catalog's `main` shows ({} without a readable catalog)."""
-    import time
-
-    from storage.catalog import CATALOG, _previous_main
-
-    return _previous_main(root / CATALOG, time.monotonic() + 30)  # busy past that: gc fails, saying so
-
-
-def unfinished_builds(outputs: dict[str, Output], keep_builds: int) -> tuple[set[str], set[str]]:
+def unfinished_builds(
+    outputs: dict[str, Output], by_corpus: dict[str, list[Output]], keep_builds: int
+) -> tuple[set[str], set[str]]:
     """(finished data-stage outputs that are part of a build that did not finish, unfinished data-stage outputs
     that were abandoned).
 
@@ -220,7 +213,7 @@ def unfinished_builds(outputs: dict[str, Output], keep_builds: int) -> tuple[set
     import bisect
 
     times: dict[str, float] = {}
-    for key, builds in builds_by_corpus(outputs).items():
+    for key, builds in by_corpus.items():
         corpus = key.split(":", 1)[1]
         times[corpus] = max(times.get(corpus, 0), builds[0].manifest.get("finished_at", 0))
     finished = sorted(o.manifest.get("finished_at", 0) for o in outputs.values() if o.stage in HEADS and o.manifest)
@@ -328,7 +321,8 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
     roots: dict[str, str] = {}
     # the newest builds of each corpus
     priors: dict[str, str] = {}
-    for key, builds in builds_by_corpus(outputs).items():
+    by_corpus = builds_by_corpus(outputs)
+    for key, builds in by_corpus.items():
         for rank, out in enumerate(builds[: config.keep_builds], 1):
             roots[out.path] = f"newest {out.stage} build #{rank} of {key.split(':', 1)[1]}"
         settings: set[str] = set()
@@ -381,7 +375,9 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
         for out in outputs.values():  # rebuilding a large corpus's index takes minutes on one thread
             if out.stage == "embed-index" and out.manifest and path in depends_on(out):
                 roots.setdefault(out.path, "a search index of the active embeddings")
-    for kind, path in main_builds(root).items():  # a build a rerun reused is `main`'s, however old it is
+    from storage.catalog import main_builds
+
+    for kind, path in main_builds(root, wait_s=30).items():  # a rerun's reused build is `main`'s, however old
         if path in outputs:
             roots.setdefault(path, f"shown in the catalog's `main` ({kind})")
     for out in outputs.values():
@@ -389,14 +385,13 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             for key, path in run_inputs(out.dir, root).items():
                 if path in outputs:
                     roots.setdefault(path, f"{key} of {out.path}, a run that resumes")
-    pending, abandoned = unfinished_builds(outputs, config.keep_builds)
+    pending, abandoned = unfinished_builds(outputs, by_corpus, config.keep_builds)
     for out in outputs.values():
         if out.problem:
             roots[out.path] = f"damaged, left for you to look at (gur verify): {out.problem}"
-        elif out.path in abandoned:
-            pass
         elif out.manifest is None:
-            roots[out.path] = "incomplete: a run in progress, or one that resumes"
+            if out.path not in abandoned:
+                roots[out.path] = "incomplete: a run in progress, or one that resumes"
         elif out.path in pending:
             roots[out.path] = "finished after its corpus's newest build: part of a build that did not finish"
         elif out.stage == "train" and out.path not in judged_runs:
