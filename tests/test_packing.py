@@ -139,3 +139,43 @@ def test_packed_rows_hold_each_sentence_whole_and_targets_in_their_segment(tok):
         assert int(batch["input_ids"][rows[0], where[0]]) == tok.cls_id
         assert set((dseg == s).any(1).nonzero().flatten().tolist()) <= set(rows)  # targets beside their sentence
     assert all((batch["labels"][dseg == 0] == -100).tolist())
+
+
+def test_compiled_model_compiles_once_over_packed_batches_of_varying_sizes(tok):
+    """Packed batches differ in row count and label width; GurLoss marks those sizes dynamic before the compiled
+    model sees the first batch, so dynamo compiles each frame once instead of again at each new size (a GPU
+    window's setup was three compiles of about 75 s each)."""
+    torch._dynamo.reset()
+    graphs: list[int] = []
+
+    def counting(gm, example_inputs):  # dynamo's graph capture and guards are the backend's input: eager is enough
+        graphs.append(len(gm.graph.nodes))
+        return gm.forward
+
+    rng = np.random.default_rng(5)
+    batches = [
+        collate(
+            [PAIRS[i] for i in rng.choice(len(PAIRS), size=n, replace=False)],
+            tok,
+            32,
+            rng,
+            pack_len=32,
+            fixed_shape=True,
+        )
+        for n in (len(PAIRS), len(PAIRS) - 2, len(PAIRS) - 4)
+    ]
+    assert len({tuple(b["input_ids"].shape) for b in batches}) > 1  # the row counts differ
+    assert min(b["input_ids"].shape[0] for b in batches) > 1  # (a size of 1 is always specialised)
+    assert len({tuple(b["labels"].shape) for b in batches}) > 1  # and so do the label widths
+    model = tiny(tok, attention="sdpa")
+    loss_fn = GurLoss(torch.compile(model, backend=counting), "lm+cl")
+    eager = GurLoss(model, "lm+cl")
+    for i, batch in enumerate(batches):
+        got = loss_fn(batch)[0]
+        if i == 0:
+            first = len(graphs)
+        with torch.no_grad():
+            torch.testing.assert_close(got.detach(), eager(batch)[0], rtol=1e-5, atol=1e-5)
+    assert first > 0
+    assert len(graphs) == first, f"recompiled: {len(graphs) - first} more graphs after the first batch"
+    torch._dynamo.reset()

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.gur.packing import SENTENCE_KEYS
+from models.gur.packing import SENTENCE_KEYS, mark_sizes_dynamic
 
 TEMPERATURE = 0.1
 
@@ -81,6 +81,8 @@ class GurLoss(nn.Module):
         use_cl = self.objective in ("lm+cl", "cl")
         clean = use_cl and "cl_input_ids" in batch  # contrastive loss on unmasked sentences: a second encoder pass
         out: dict[str, Tensor] = {}
+        if "segment_ids" in batch:
+            mark_sizes_dynamic(batch)
         if use_lm or not clean:
             out = self.model(
                 batch["input_ids"],

@@ -90,6 +90,16 @@ def pack_targets(targets: list[list[int]], rows: list[list[int]]) -> dict[str, T
     return {"labels": labels, "decoder_segment_ids": seg}
 
 
+def mark_sizes_dynamic(batch: dict[str, Tensor]) -> None:
+    """Tell `torch.compile` before the first batch that every size of a packed batch varies (its row count, its
+    label width, its width when not fixed), so a compiled model compiles once: left to find out, dynamo compiled
+    again at the first new row count and at the first new label width (on one H200, two extra compiles of about
+    75 s each). A no-op for an uncompiled model."""
+    for tensor in batch.values():
+        for dim in range(tensor.dim()):
+            torch._dynamo.maybe_mark_dynamic(tensor, dim)
+
+
 def shift_right_in_segments(labels: Tensor, segments: Tensor, start_id: int, pad_id: int) -> Tensor:
     """Teacher-forcing decoder inputs: each segment's labels shifted right by one, starting with `start_id`.
 
