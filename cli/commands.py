@@ -307,8 +307,10 @@ def cmd_promote(args: argparse.Namespace) -> int:
     from storage.layout import data_root
     from tasks.nightly.champion import promote_by_hand
 
-    pointer = promote_by_hand(data_root(args.root), Path(args.export), args.reason)
+    root = data_root(args.root)
+    pointer = promote_by_hand(root, Path(args.export), args.reason)
     print(f"champion #{pointer['number']}: {pointer['export']}")
+    print_search_model(root)
     return 0
 
 
@@ -316,9 +318,20 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from storage.layout import data_root
     from tasks.nightly.champion import roll_back
 
-    current, restored = roll_back(data_root(args.root))
+    root = data_root(args.root)
+    current, restored = roll_back(root)
     print(f"champion is #{restored['number']} again: {restored['export']} (was #{current['number']})")
+    print_search_model(root)
     return 0
+
+
+def print_search_model(root: Path) -> None:
+    """After the champion changed by hand: what serves search now (tasks/embed/outputs.py: follow_champion)."""
+    from tasks.embed.outputs import follow_champion
+
+    line = follow_champion(root)
+    if line:
+        print(line)
 
 
 def cmd_embed(args: argparse.Namespace) -> int:

@@ -191,3 +191,63 @@ def test_bad_input_is_one_line(tmp_path, wiki_root):
     finally:
         set_active(root, {"path": before["path"], "fingerprint": before["fingerprint"]}, before)
         refresh_catalog(root)
+
+
+def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, capsys):
+    """A rolled-back model stops serving search at once when the restored champion's embeddings of the same
+    documents are on disk (the `embeddings` view follows); when they are not, the command says what still
+    serves search and how to refresh it, and changes nothing."""
+    import duckdb
+
+    from gur_cli import main as gur
+    from storage.catalog import refresh_catalog
+    from storage.layout import CATALOG
+    from tasks.embed.model_choice import choose_model
+    from tasks.embed.outputs import read_active, set_active
+    from tasks.embed.task import embed_stage
+    from tasks.embed.vectors import EmbedConfig
+    from tasks.ingest.documents import IngestConfig
+    from tasks.ingest.task import ingest
+
+    docs = wiki_documents(8, sentences=2)
+    corpus, root = tmp_path / "corpus", tmp_path / "root"
+    corpus.mkdir()
+    write_jsonl(corpus / "a.jsonl", docs)
+    documents = ingest.fn(str(corpus), IngestConfig(source_name="wiki"), str(root), workers=1)
+    texts = [d["text"] for d in docs]
+    first, second = tiny_bert(tmp_path / "first", texts), tiny_bert(tmp_path / "second", texts[:2])
+
+    def embed_champion() -> dict[str, str]:  # what a night does after promoting
+        chosen = choose_model(root, None)
+        ref, _ = embed_stage(documents, EmbedConfig(chosen.fingerprint, chosen.path), root)
+        set_active(root, ref, {"model": chosen.fingerprint, "model_path": chosen.path, "spec": chosen.spec})
+        refresh_catalog(root)
+        return ref
+
+    def view_model() -> str:
+        with duckdb.connect(str(root / CATALOG), read_only=True) as con:
+            (model,) = con.execute("SELECT DISTINCT model FROM embeddings").fetchone()
+        return model
+
+    assert gur(["--root", str(root), "promote", str(first)]) == 0
+    assert "search:" not in capsys.readouterr().out  # nothing embedded yet: nothing to say
+    ref_first = embed_champion()
+    assert gur(["--root", str(root), "promote", str(second)]) == 0
+    out = capsys.readouterr().out
+    assert f"search: still uses the embeddings of {first} ({ref_first['path']}) until the next night" in out
+    assert read_active(root)["path"] == ref_first["path"]  # nothing changed
+    ref_second = embed_champion()
+    assert view_model() == read_active(root)["model"] != choose_model(root, str(first)).fingerprint
+
+    assert gur(["--root", str(root), "rollback"]) == 0
+    out = capsys.readouterr().out
+    assert f"search: now uses the champion's embeddings ({ref_first['path']})" in out
+    active = read_active(root)
+    assert active["path"] == ref_first["path"] and active["model_path"] == str(first)
+    assert view_model() == active["model"]  # the catalog's view follows the pointer
+    assert gur(["--root", str(root), "promote", str(second)]) == 0
+    assert f"now uses the champion's embeddings ({ref_second['path']})" in capsys.readouterr().out
+    assert gur(["--root", str(root), "rollback"]) == 0
+    assert read_active(root)["path"] == ref_first["path"]
+    assert gur(["--root", str(root), "promote", str(first)]) == 0
+    assert "search: uses the champion's embeddings" in capsys.readouterr().out

@@ -81,7 +81,7 @@ class GurLoss(nn.Module):
         use_cl = self.objective in ("lm+cl", "cl")
         clean = use_cl and "cl_input_ids" in batch  # contrastive loss on unmasked sentences: a second encoder pass
         out: dict[str, Tensor] = {}
-        if "segment_ids" in batch:
+        if "segment_ids" in batch and hasattr(self.model, "_orig_mod"):  # packed, into a torch.compile'd model
             mark_sizes_dynamic(batch)
         if use_lm or not clean:
             out = self.model(

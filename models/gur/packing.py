@@ -94,7 +94,7 @@ def mark_sizes_dynamic(batch: dict[str, Tensor]) -> None:
     """Tell `torch.compile` before the first batch that every size of a packed batch varies (its row count, its
     label width, its width when not fixed), so a compiled model compiles once: left to find out, dynamo compiled
     again at the first new row count and at the first new label width (on one H200, two extra compiles of about
-    75 s each). A no-op for an uncompiled model."""
+    75 s each). GurLoss calls it for a compiled model only: it imports dynamo."""
     for tensor in batch.values():
         for dim in range(tensor.dim()):
             torch._dynamo.maybe_mark_dynamic(tensor, dim)
