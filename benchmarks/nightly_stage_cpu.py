@@ -1,0 +1,110 @@
+"""Where a night's data-stage CPU goes, per stage, on a copy of a soaked workdir: a fresh process, one warm night.
+
+    .venv/bin/python benchmarks/nightly_stage_cpu.py /tmp/soak/work [--nights 5] [--copy /tmp/soak-copy]
+
+Copies the workdir (`benchmarks/nightly_soak.py --workdir`; the original is never touched), adds the next
+nights' files as the soak would, and runs its nights in this process (Prefect up once): the first as a warm-up
+(imports, first calls), then `--nights` measured. Per night it prints the soak's data CPU and the CPU seconds
+inside each stage (`run_stage` by stage name, `update_catalog`; training and evaluation stages too, for
+scale). Run it on a 10-night and a 60-night workdir to see which stage grows with the root, in the way a
+scheduled night runs: each night its own process (a served deployment starts one per flow run), here with
+its start-up left out by the warm night.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import nightly_soak as soak  # noqa: E402
+
+
+def instrument(spent: collections.Counter) -> None:
+    """Add each stage's CPU (this process and its finished children) to `spent`, by stage name."""
+    import flows.build_pairs
+    import flows.embed
+    import flows.evaluate
+    import flows.mine_keywords
+    import flows.nightly_retrain
+    import flows.train
+
+    def wrap(module, name: str, by_stage: bool) -> None:
+        real = getattr(module, name)
+
+        def run(*args, **kwargs):
+            key = getattr(args[0], "name", "?") if by_stage else name
+            before = sum(soak.cpu())
+            try:
+                return real(*args, **kwargs)
+            finally:
+                spent[key] += sum(soak.cpu()) - before
+
+        setattr(module, name, run)
+
+    for module in (flows.build_pairs, flows.mine_keywords, flows.evaluate, flows.embed, flows.train):
+        wrap(module, "run_stage", by_stage=True)
+    for module in (flows.build_pairs, flows.mine_keywords, flows.embed, flows.nightly_retrain):
+        if hasattr(module, "update_catalog"):
+            wrap(module, "update_catalog", by_stage=False)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workdir", type=Path, help="a workdir of benchmarks/nightly_soak.py (copied, not changed)")
+    parser.add_argument(
+        "--nights",
+        type=int,
+        default=5,
+        help="nights measured after the warm one (medians: a full collection of the heap adds 0.5 s to a night)",
+    )
+    parser.add_argument("--copy", type=Path, default=None, help="where the copy goes (default: WORKDIR-stages)")
+    parser.add_argument("--start", type=int, default=2000, help="the soak's --start")
+    parser.add_argument("--per-night", type=int, default=20, help="the soak's --per-night")
+    args = parser.parse_args()
+    source = args.workdir.resolve()
+    if not (source / "nightly.toml").exists():
+        parser.error(f"{source}: no nightly.toml: not a workdir of benchmarks/nightly_soak.py")
+    work = (args.copy or source.with_name(source.name + "-stages")).resolve()
+    if work.exists():
+        shutil.rmtree(work)
+    shutil.copytree(source, work, symlinks=True)
+    config = work / "nightly.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(str(source), str(work)), encoding="utf-8")
+    done = len(list((work / "corpus").glob("night-*")))
+    with open(soak.STACKOVERFLOW, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    from prefect.testing.utilities import prefect_test_harness
+
+    spent: collections.Counter = collections.Counter()
+    instrument(spent)
+    data, stages = [], collections.defaultdict(list)
+    print(f"{work}: {done} nights done; one warm night, then {args.nights} measured (CPU s)", flush=True)
+    with prefect_test_harness(server_startup_timeout=120):
+        for j in range(args.nights + 1):
+            n = done + 1 + j
+            start = args.start + (n - 1) * args.per_night
+            name = f"night-{n:03d}.{soak.FORMATS[(n - 1) % len(soak.FORMATS)]}"
+            soak.write_file(work / "corpus" / name, rows[start : start + args.per_night])
+            spent.clear()
+            result = soak.night(work / "corpus", work / "data", config)
+            if j == 0:
+                continue
+            data.append(result["data"])
+            for key, value in spent.items():
+                stages[key].append(value)
+            shown = " ".join(f"{k}={v:.3f}" for k, v in sorted(spent.items()))
+            print(f"night {n}: data {result['data']:.2f} | {shown}", flush=True)
+    print(f"\nmedian of nights {done + 2}-{done + 1 + args.nights}: data {statistics.median(data):.3f}")
+    for key in sorted(stages):
+        print(f"  {key:<16} {statistics.median(stages[key]):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
