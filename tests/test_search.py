@@ -208,6 +208,7 @@ def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, 
     from tasks.embed.vectors import EmbedConfig
     from tasks.ingest.documents import IngestConfig
     from tasks.ingest.task import ingest
+    from tasks.nightly.champion import read_champion
 
     docs = wiki_documents(8, sentences=2)
     corpus, root = tmp_path / "corpus", tmp_path / "root"
@@ -251,3 +252,12 @@ def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, 
     assert read_active(root)["path"] == ref_first["path"]
     assert gur(["--root", str(root), "promote", str(first)]) == 0
     assert "search: uses the champion's embeddings" in capsys.readouterr().out
+
+    # The embeddings in use deleted by hand: the promotion is done and says search is unchanged, exit 0.
+    import shutil
+
+    shutil.rmtree(root / ref_first["path"])
+    assert gur(["--root", str(root), "promote", str(second)]) == 0
+    out = capsys.readouterr().out
+    assert "champion #" in out and f"search: unchanged, still {ref_first['path']} (" in out
+    assert read_champion(root)["export"] == str(second) and read_active(root)["path"] == ref_first["path"]

@@ -96,27 +96,36 @@ def follow_champion(root: Path) -> str:
     """After `gur rollback` or `gur promote`: the embeddings in use (`gur search`, the search page, the
     `embeddings` view) become the champion's own over the same documents when those are still on disk, since
     a rolled-back model should stop serving search at once; else one line says what still serves it. The next
-    night embeds with the champion either way (flows/nightly.py)."""
+    night embeds with the champion either way (flows/nightly_retrain.py). Never raises: the champion has
+    already changed, and a command that did its work must not end in an error over search."""
     from storage.builds_lock import builds_lock
-    from storage.catalog import refresh_catalog
-    from storage.stage_output import stage_ref
-    from tasks.embed.model_choice import choose_model
 
     with builds_lock(root):  # shared, as a flow holds it: no gc meanwhile
         active = read_active(root)
         if active is None:
             return ""
-        chosen = choose_model(root, None)  # the champion
-        if active.get("model") == chosen.fingerprint:
-            return f"search: uses the champion's embeddings ({active['path']})"
-        documents = documents_of(root, stage_ref(STAGE, active["fingerprint"]))
-        found = find_output(root, chosen.fingerprint, documents["fingerprint"])
-        if found is None:
-            return (
-                f"search: still uses the embeddings of {active.get('spec') or active.get('model_path')} "
-                f"({active['path']}) until the next night; `gur embed` embeds the documents with the champion now"
-            )
-        ref = stage_ref(STAGE, found["fingerprint"])
-        set_active(root, ref, {"model": chosen.fingerprint, "model_path": chosen.path, "spec": chosen.spec})
-        refresh_catalog(root)
-        return f"search: now uses the champion's embeddings ({ref['path']})"
+        try:
+            return _follow(root, active)
+        except (OSError, ValueError, KeyError) as exc:
+            return f"search: unchanged, still {active.get('path')} ({exc}); `gur embed` embeds with the champion"
+
+
+def _follow(root: Path, active: dict[str, Any]) -> str:
+    from storage.catalog import refresh_catalog
+    from storage.stage_output import stage_ref
+    from tasks.embed.model_choice import choose_model
+
+    documents = documents_of(root, stage_ref(STAGE, active["fingerprint"]))  # raises when they are gone
+    chosen = choose_model(root, None)  # the champion
+    if active.get("model") == chosen.fingerprint:
+        return f"search: uses the champion's embeddings ({active['path']})"
+    found = find_output(root, chosen.fingerprint, documents["fingerprint"])
+    if found is None:
+        return (
+            f"search: still uses the embeddings of {active.get('spec') or active.get('model_path')} "
+            f"({active['path']}) until the next night; `gur embed` embeds the documents with the champion now"
+        )
+    ref = stage_ref(STAGE, found["fingerprint"])
+    set_active(root, ref, {"model": chosen.fingerprint, "model_path": chosen.path, "spec": chosen.spec})
+    refresh_catalog(root)
+    return f"search: now uses the champion's embeddings ({ref['path']})"
