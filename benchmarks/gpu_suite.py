@@ -748,7 +748,7 @@ def question_start(ctx: Ctx, clock: Clock, part: Part, folder: Path, name: str, 
     first, warm_s, _ = stepper.steps(1)  # allocations and kernel choices
     timed, seconds, _ = stepper.steps(min(sz.question_steps, epoch_steps - 1), until=clock.end)
     rest = epoch_steps - 1 - len(timed)
-    if rest:
+    if rest and seconds / max(1, len(timed)) * rest < 3 * clock.left():  # else hopeless: extrapolate now
         # Step on rather than extrapolate first: the first steps of an epoch are the slow ones (new padded lengths;
         # 0.44 s a step over 20 steps against 0.124 over a whole epoch on one H200), so an estimate from them
         # skipped an epoch that fitted. 40% of what is left stays for the batch search.

@@ -1,8 +1,9 @@
 """Where a night's data-stage CPU goes, per stage, on a copy of a soaked workdir: a fresh process, one warm night.
 
-    .venv/bin/python benchmarks/nightly_stage_cpu.py /tmp/soak/work [--nights 5] [--copy /tmp/soak-copy]
+    .venv/bin/python benchmarks/nightly_stage_cpu.py /tmp/soak/work [--nights 5] [--copy /tmp/soak-copy | --in-place]
 
-Copies the workdir (`benchmarks/nightly_soak.py --workdir`; the original is never touched), adds the next
+Copies the workdir (`benchmarks/nightly_soak.py --workdir`; the original is never touched) or, with
+`--in-place`, extends it (its records name its own paths, so its nights are exactly the soak's next), adds the next
 nights' files as the soak would, and runs its nights in this process (Prefect up once): the first as a warm-up
 (imports, first calls), then `--nights` measured. Per night it prints the soak's data CPU and the CPU seconds
 inside each stage (`run_stage` by stage name, `update_catalog`; training and evaluation stages too, for
@@ -64,18 +65,30 @@ def main() -> int:
         help="nights measured after the warm one (medians: a full collection of the heap adds 0.5 s to a night)",
     )
     parser.add_argument("--copy", type=Path, default=None, help="where the copy goes (default: WORKDIR-stages)")
+    parser.add_argument(
+        "--in-place",
+        action="store_true",
+        help="extend WORKDIR itself instead of a copy (a copy's records still name the original's paths: its warm "
+        "night rebuilds the ingest under the new path, and its champion is read from the original)",
+    )
     parser.add_argument("--start", type=int, default=2000, help="the soak's --start")
     parser.add_argument("--per-night", type=int, default=20, help="the soak's --per-night")
     args = parser.parse_args()
     source = args.workdir.resolve()
     if not (source / "nightly.toml").exists():
         parser.error(f"{source}: no nightly.toml: not a workdir of benchmarks/nightly_soak.py")
-    work = (args.copy or source.with_name(source.name + "-stages")).resolve()
-    if work.exists():
-        shutil.rmtree(work)
-    shutil.copytree(source, work, symlinks=True)
+    if args.in_place:
+        work = source
+    else:
+        work = (args.copy or source.with_name(source.name + "-stages")).resolve()
+        if work == source or work in source.parents or source in work.parents:
+            parser.error(f"--copy {work}: the copy must lie outside {source}, and it outside the copy")
+        if work.exists():
+            shutil.rmtree(work)
+        shutil.copytree(source, work, symlinks=True)
+        config = work / "nightly.toml"
+        config.write_text(config.read_text(encoding="utf-8").replace(str(source), str(work)), encoding="utf-8")
     config = work / "nightly.toml"
-    config.write_text(config.read_text(encoding="utf-8").replace(str(source), str(work)), encoding="utf-8")
     done = len(list((work / "corpus").glob("night-*")))
     with open(soak.STACKOVERFLOW, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
@@ -92,7 +105,11 @@ def main() -> int:
             name = f"night-{n:03d}.{soak.FORMATS[(n - 1) % len(soak.FORMATS)]}"
             soak.write_file(work / "corpus" / name, rows[start : start + args.per_night])
             spent.clear()
-            result = soak.night(work / "corpus", work / "data", config)
+            try:
+                result = soak.night(work / "corpus", work / "data", config)
+            except Exception as exc:  # a failed night is a figure, as in the soak
+                print(f"night {n}: failed: {exc}", flush=True)
+                continue
             if j == 0:
                 continue
             data.append(result["data"])

@@ -310,7 +310,8 @@ def cmd_promote(args: argparse.Namespace) -> int:
     root = data_root(args.root)
     pointer = promote_by_hand(root, Path(args.export), args.reason)
     print(f"champion #{pointer['number']}: {pointer['export']}")
-    print_search_model(root)
+    if pointer["search"]:
+        print(pointer["search"])
     return 0
 
 
@@ -321,17 +322,9 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     root = data_root(args.root)
     current, restored = roll_back(root)
     print(f"champion is #{restored['number']} again: {restored['export']} (was #{current['number']})")
-    print_search_model(root)
+    if restored["search"]:
+        print(restored["search"])
     return 0
-
-
-def print_search_model(root: Path) -> None:
-    """After the champion changed by hand: what serves search now (tasks/embed/outputs.py: follow_champion)."""
-    from tasks.embed.outputs import follow_champion
-
-    line = follow_champion(root)
-    if line:
-        print(line)
 
 
 def cmd_embed(args: argparse.Namespace) -> int:

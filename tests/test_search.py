@@ -193,7 +193,7 @@ def test_bad_input_is_one_line(tmp_path, wiki_root):
         refresh_catalog(root)
 
 
-def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, capsys):
+def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, capsys, monkeypatch):
     """A rolled-back model stops serving search at once when the restored champion's embeddings of the same
     documents are on disk (the `embeddings` view follows); when they are not, the command says what still
     serves search and how to refresh it, and changes nothing."""
@@ -250,6 +250,21 @@ def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, 
     assert f"now uses the champion's embeddings ({ref_second['path']})" in capsys.readouterr().out
     assert gur(["--root", str(root), "rollback"]) == 0
     assert read_active(root)["path"] == ref_first["path"]
+
+    # A catalog that cannot be refreshed: the pointer switched, the command succeeds and says what to run.
+    import storage.catalog
+
+    def busy(*args, **kwargs):
+        raise storage.catalog.CatalogBusyError("catalog busy")
+
+    monkeypatch.setattr(storage.catalog, "refresh_catalog", busy)
+    assert gur(["--root", str(root), "promote", str(second)]) == 0
+    out = capsys.readouterr().out
+    assert "view was not refreshed (catalog busy): run `gur catalog --refresh`" in out
+    assert read_active(root)["path"] == ref_second["path"]
+    monkeypatch.undo()
+    assert gur(["--root", str(root), "rollback"]) == 0
+    assert read_active(root)["path"] == ref_first["path"] and view_model() == read_active(root)["model"]
     assert gur(["--root", str(root), "promote", str(first)]) == 0
     assert "search: uses the champion's embeddings" in capsys.readouterr().out
 

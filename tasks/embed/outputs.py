@@ -93,21 +93,22 @@ def current_documents(root: Path) -> dict[str, str]:
 
 
 def follow_champion(root: Path) -> str:
-    """After `gur rollback` or `gur promote`: the embeddings in use (`gur search`, the search page, the
-    `embeddings` view) become the champion's own over the same documents when those are still on disk, since
-    a rolled-back model should stop serving search at once; else one line says what still serves it. The next
-    night embeds with the champion either way (flows/nightly_retrain.py). Never raises: the champion has
-    already changed, and a command that did its work must not end in an error over search."""
+    """After `gur rollback` or `gur promote` (called under the root lock that changed the champion, so no night
+    or gc comes between): the embeddings in use (`gur search`, the search page, the `embeddings` view) become
+    the champion's own over the same documents when those are still on disk, since a rolled-back model should
+    stop serving search at once; else one line says what still serves it. The next night embeds with the
+    champion either way (flows/nightly_retrain.py). Never raises: the champion has already changed, and a
+    command that did its work must not end in an error over search."""
     from storage.builds_lock import builds_lock
 
-    with builds_lock(root):  # shared, as a flow holds it: no gc meanwhile
-        active = read_active(root)
-        if active is None:
-            return ""
-        try:
-            return _follow(root, active)
-        except (OSError, ValueError, KeyError) as exc:
-            return f"search: unchanged, still {active.get('path')} ({exc}); `gur embed` embeds with the champion"
+    active = None
+    try:
+        with builds_lock(root, wait_s=60.0):  # shared, as a flow holds it
+            active = read_active(root)
+            return _follow(root, active) if active is not None else ""
+    except Exception as exc:  # noqa: BLE001 - reported in one line, never raised (see above)
+        still = f", still {active.get('path')}" if active else ""
+        return f"search: unchanged{still} ({exc}); `gur embed` embeds the documents with the champion"
 
 
 def _follow(root: Path, active: dict[str, Any]) -> str:
@@ -127,5 +128,9 @@ def _follow(root: Path, active: dict[str, Any]) -> str:
         )
     ref = stage_ref(STAGE, found["fingerprint"])
     set_active(root, ref, {"model": chosen.fingerprint, "model_path": chosen.path, "spec": chosen.spec})
-    refresh_catalog(root)
-    return f"search: now uses the champion's embeddings ({ref['path']})"
+    line = f"search: now uses the champion's embeddings ({ref['path']})"
+    try:
+        refresh_catalog(root)
+    except Exception as exc:  # noqa: BLE001 - the pointer switched; the view is rebuilt on demand
+        return f"{line}; the catalog's `embeddings` view was not refreshed ({exc}): run `gur catalog --refresh`"
+    return line

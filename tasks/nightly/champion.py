@@ -186,7 +186,8 @@ def is_run_folder(folder: Path) -> bool:
 
 def promote_by_hand(root: Path, export: Path, reason: str = "") -> dict:
     """`gur promote`: make a model folder the champion under the root lock, recorded as `manual` (a rolled-back
-    export may come back this way, and a night may then keep it)."""
+    export may come back this way, and a night may then keep it); `["search"]` of the pointer returned says what
+    serves search now (tasks/embed/outputs.py: follow_champion)."""
     export = Path(export).resolve()
     if is_run_folder(export):  # its config.json is the training's, not a model's
         run = f"{export} is a training run's folder"
@@ -195,9 +196,12 @@ def promote_by_hand(root: Path, export: Path, reason: str = "") -> dict:
         raise ValueError(f"{run}, and its weights were deleted (gur gc): there is no model to promote")
     if not (export / "modules.json").exists() and not (export / "config.json").exists():
         raise FileNotFoundError(f"{export}: not a model folder (no modules.json or config.json)")
+    from tasks.embed.outputs import follow_champion
+
     with root_lock(root, "gur promote"):
         before = read_champion(root)
         pointer = set_champion(root, {"export": str(export), "method": "manual", "metrics": {}})
+        pointer = {**pointer, "search": follow_champion(root)}  # under the lock: no night or gc between
         marks = rolled_back(root)
         if marks.pop(str(export), None) is not None:
             atomic_write_json(models_dir(root) / "rolled_back.json", marks, fsync=True)
@@ -214,9 +218,13 @@ def promote_by_hand(root: Path, export: Path, reason: str = "") -> dict:
 
 
 def roll_back(root: Path) -> tuple[dict, dict]:
-    """`gur rollback`: `rollback` under the root lock, recorded."""
+    """`gur rollback`: `rollback` under the root lock, recorded; `restored["search"]` says what serves search
+    now (tasks/embed/outputs.py: follow_champion)."""
+    from tasks.embed.outputs import follow_champion
+
     with root_lock(root, "gur rollback"):
         current, restored = rollback(root, require_model=True)
+        restored = {**restored, "search": follow_champion(root)}
         record_decision(
             root,
             {
