@@ -56,6 +56,19 @@ def page_root(tmp_path) -> tuple[Path, list[dict]]:
     return root, docs
 
 
+def test_the_first_column_says_champion_only_while_it_is(page_root, tmp_path):
+    """A champion changed by hand while search keeps the old model's embeddings: its column says `in use`."""
+    from tasks.embed.page import SearchPage
+    from tasks.nightly.champion import set_champion
+
+    root, docs = page_root
+    page = SearchPage.open(root, k=3)
+    assert [column["label"] for column in page.results("Algeria")] == ["champion", "start model", "BM25"]
+    other = tiny_bert(tmp_path / "other", [d["title"] for d in docs])
+    set_champion(root, {"export": str(other), "method": "manual", "metrics": {}})
+    assert [column["label"] for column in page.results("Algeria")] == ["in use", "start model", "BM25"]
+
+
 def test_a_query_shows_three_lists_side_by_side(page_root):
     require_browser()
     from selenium import webdriver
