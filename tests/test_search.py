@@ -201,7 +201,7 @@ def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, 
 
     from gur_cli import main as gur
     from storage.catalog import refresh_catalog
-    from storage.layout import CATALOG
+    from storage.layout import CATALOG, MANIFEST
     from tasks.embed.model_choice import choose_model
     from tasks.embed.outputs import read_active, set_active
     from tasks.embed.task import embed_stage
@@ -240,9 +240,14 @@ def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, 
     ref_second = embed_champion()
     assert view_model() == read_active(root)["model"] != choose_model(root, str(first)).fingerprint
 
+    import tasks.embed.index
+
+    monkeypatch.setattr(tasks.embed.index, "EXACT_MAX", 3)  # 8 documents: searched through an HNSW index
     assert gur(["--root", str(root), "rollback"]) == 0
     out = capsys.readouterr().out
     assert f"search: now uses the champion's embeddings ({ref_first['path']})" in out
+    assert len(list((root / tasks.embed.index.INDEX_STAGE).glob(f"*/{MANIFEST}"))) == 1  # built by the switch
+    monkeypatch.undo()
     active = read_active(root)
     assert active["path"] == ref_first["path"] and active["model_path"] == str(first)
     assert view_model() == active["model"]  # the catalog's view follows the pointer

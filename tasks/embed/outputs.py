@@ -129,6 +129,12 @@ def _follow(root: Path, active: dict[str, Any]) -> str:
     ref = stage_ref(STAGE, found["fingerprint"])
     set_active(root, ref, {"model": chosen.fingerprint, "model_path": chosen.path, "spec": chosen.spec})
     line = f"search: now uses the champion's embeddings ({ref['path']})"
+    from tasks.embed import index
+    from tasks.embed.task import embed_index
+
+    # Its HNSW index (above EXACT_MAX vectors), as the embed flow builds it: gc kept only the active one's, and
+    # the first query would otherwise build it while holding the search page.
+    embed_index.fn(ref, str(root), exact_max=index.EXACT_MAX)
     try:
         refresh_catalog(root)
     except Exception as exc:  # noqa: BLE001 - the pointer switched; the view is rebuilt on demand
