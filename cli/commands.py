@@ -308,7 +308,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     from tasks.nightly.champion import promote_by_hand
 
     root = data_root(args.root)
-    pointer = promote_by_hand(root, Path(args.export), args.reason)
+    pointer = promote_by_hand(root, Path(args.export), args.reason, embed=args.embed)
     print(f"champion #{pointer['number']}: {pointer['export']}")
     if pointer["search"]:
         print(pointer["search"])
@@ -320,7 +320,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from tasks.nightly.champion import roll_back
 
     root = data_root(args.root)
-    current, restored = roll_back(root)
+    current, restored = roll_back(root, embed=args.embed)
     print(f"champion is #{restored['number']} again: {restored['export']} (was #{current['number']})")
     if restored["search"]:
         print(restored["search"])

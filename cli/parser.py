@@ -385,12 +385,20 @@ def parse_champion(add: Add) -> None:
     promote = add("promote", help="make a model folder the champion by hand (recorded)")
     promote.add_argument("export", help="a model folder, e.g. data/train/<fingerprint>/export")
     promote.add_argument("--reason", default="", help="why (goes into the promotions table)")
-    promote.set_defaults(func=cmd_promote)
     rollback = add(
         "rollback",
         help="make the champion's predecessor the champion again; no night promotes the rolled-back model again "
         "(recorded)",
     )
+    for command in (promote, rollback):
+        command.add_argument(
+            "--embed",
+            action="store_true",
+            help="search (gur search, the search page) moves to the new champion's embeddings of the documents in "
+            "use when they are on disk; with --embed, also when they are not: the documents are embedded now, "
+            "holding the root (minutes on a CPU for tens of thousands); without it, the next night does that",
+        )
+    promote.set_defaults(func=cmd_promote)
     rollback.set_defaults(func=cmd_rollback)
 
 

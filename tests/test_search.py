@@ -237,7 +237,12 @@ def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, 
     out = capsys.readouterr().out
     assert f"search: still uses the embeddings of {first} ({ref_first['path']}) until the next night" in out
     assert read_active(root)["path"] == ref_first["path"]  # nothing changed
-    ref_second = embed_champion()
+    assert gur(["--root", str(root), "rollback"]) == 0  # first again, its embeddings in use
+    assert gur(["--root", str(root), "promote", str(second), "--embed"]) == 0  # embeds now
+    out = capsys.readouterr().out
+    ref_second = {k: read_active(root)[k] for k in ("path", "fingerprint")}
+    assert f"search: embedded the documents with the champion and now uses them ({ref_second['path']})" in out
+    assert read_active(root)["model"] == choose_model(root, str(second)).fingerprint
     assert view_model() == read_active(root)["model"] != choose_model(root, str(first)).fingerprint
 
     import tasks.embed.index

@@ -92,26 +92,27 @@ def current_documents(root: Path) -> dict[str, str]:
     return latest_ref(root, "ingest")
 
 
-def follow_champion(root: Path) -> str:
+def follow_champion(root: Path, embed: bool = False) -> str:
     """After `gur rollback` or `gur promote` (called under the root lock that changed the champion, so no night
     or gc comes between): the embeddings in use (`gur search`, the search page, the `embeddings` view) become
     the champion's own over the same documents when those are still on disk, since a rolled-back model should
     stop serving search at once; else one line says what still serves it. The next night embeds with the
-    champion either way (flows/nightly_retrain.py). Never raises: the champion has already changed, and a
-    command that did its work must not end in an error over search."""
+    champion either way (flows/nightly_retrain.py); `embed` (`--embed`) embeds them now instead, under the
+    lock: every document, minutes on a CPU for tens of thousands. Never raises: the champion has already
+    changed, and a command that did its work must not end in an error over search."""
     from storage.builds_lock import builds_lock
 
     active = None
     try:
         with builds_lock(root, wait_s=60.0):  # shared, as a flow holds it
             active = read_active(root)
-            return _follow(root, active) if active is not None else ""
+            return _follow(root, active, embed) if active is not None else ""
     except Exception as exc:  # noqa: BLE001 - reported in one line, never raised (see above)
         still = f", still {active.get('path')}" if active else ""
         return f"search: unchanged{still} ({exc}); `gur embed` embeds the documents with the champion"
 
 
-def _follow(root: Path, active: dict[str, Any]) -> str:
+def _follow(root: Path, active: dict[str, Any], embed: bool) -> str:
     from storage.catalog import refresh_catalog
     from storage.stage_output import stage_ref
     from tasks.embed.model_choice import choose_model
@@ -121,14 +122,23 @@ def _follow(root: Path, active: dict[str, Any]) -> str:
     if active.get("model") == chosen.fingerprint:
         return f"search: uses the champion's embeddings ({active['path']})"
     found = find_output(root, chosen.fingerprint, documents["fingerprint"])
-    if found is None:
+    if found is not None:
+        ref, how = stage_ref(STAGE, found["fingerprint"]), "now uses the champion's embeddings"
+    elif embed:
+        from tasks.embed.task import embed_stage
+        from tasks.embed.vectors import EmbedConfig
+
+        print(f"search: embedding {documents['path']} with the champion ({chosen.path})", flush=True)
+        ref, _ = embed_stage(documents, EmbedConfig(chosen.fingerprint, chosen.path), root)
+        how = "embedded the documents with the champion and now uses them"
+    else:
         return (
             f"search: still uses the embeddings of {active.get('spec') or active.get('model_path')} "
-            f"({active['path']}) until the next night; `gur embed` embeds the documents with the champion now"
+            f"({active['path']}) until the next night; `gur embed` (or --embed) embeds the documents with the "
+            "champion now"
         )
-    ref = stage_ref(STAGE, found["fingerprint"])
     set_active(root, ref, {"model": chosen.fingerprint, "model_path": chosen.path, "spec": chosen.spec})
-    line = f"search: now uses the champion's embeddings ({ref['path']})"
+    line = f"search: {how} ({ref['path']})"
     from tasks.embed import index
     from tasks.embed.task import embed_index
 

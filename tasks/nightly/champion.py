@@ -184,7 +184,7 @@ def is_run_folder(folder: Path) -> bool:
         return False
 
 
-def promote_by_hand(root: Path, export: Path, reason: str = "") -> dict:
+def promote_by_hand(root: Path, export: Path, reason: str = "", embed: bool = False) -> dict:
     """`gur promote`: make a model folder the champion under the root lock, recorded as `manual` (a rolled-back
     export may come back this way, and a night may then keep it); `["search"]` of the pointer returned says what
     serves search now (tasks/embed/outputs.py: follow_champion)."""
@@ -201,7 +201,7 @@ def promote_by_hand(root: Path, export: Path, reason: str = "") -> dict:
     with root_lock(root, "gur promote"):
         before = read_champion(root)
         pointer = set_champion(root, {"export": str(export), "method": "manual", "metrics": {}})
-        pointer = {**pointer, "search": follow_champion(root)}  # under the lock: no night or gc between
+        pointer = {**pointer, "search": follow_champion(root, embed)}  # under the lock: no night or gc between
         marks = rolled_back(root)
         if marks.pop(str(export), None) is not None:
             atomic_write_json(models_dir(root) / "rolled_back.json", marks, fsync=True)
@@ -217,14 +217,14 @@ def promote_by_hand(root: Path, export: Path, reason: str = "") -> dict:
     return pointer
 
 
-def roll_back(root: Path) -> tuple[dict, dict]:
+def roll_back(root: Path, embed: bool = False) -> tuple[dict, dict]:
     """`gur rollback`: `rollback` under the root lock, recorded; `restored["search"]` says what serves search
     now (tasks/embed/outputs.py: follow_champion)."""
     from tasks.embed.outputs import follow_champion
 
     with root_lock(root, "gur rollback"):
         current, restored = rollback(root, require_model=True)
-        restored = {**restored, "search": follow_champion(root)}
+        restored = {**restored, "search": follow_champion(root, embed)}
         record_decision(
             root,
             {
