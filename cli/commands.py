@@ -305,10 +305,12 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_promote(args: argparse.Namespace) -> int:
     from storage.layout import data_root
+    from tasks.embed.outputs import follow_champion
     from tasks.nightly.champion import promote_by_hand
 
-    root = data_root(args.root)
-    pointer = promote_by_hand(root, Path(args.export), args.reason, embed=args.embed)
+    pointer = promote_by_hand(
+        data_root(args.root), Path(args.export), args.reason, then=lambda r: follow_champion(r, args.embed)
+    )
     print(f"champion #{pointer['number']}: {pointer['export']}")
     if pointer["search"]:
         print(pointer["search"])
@@ -317,10 +319,10 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 def cmd_rollback(args: argparse.Namespace) -> int:
     from storage.layout import data_root
+    from tasks.embed.outputs import follow_champion
     from tasks.nightly.champion import roll_back
 
-    root = data_root(args.root)
-    current, restored = roll_back(root, embed=args.embed)
+    current, restored = roll_back(data_root(args.root), then=lambda r: follow_champion(r, args.embed))
     print(f"champion is #{restored['number']} again: {restored['export']} (was #{current['number']})")
     if restored["search"]:
         print(restored["search"])

@@ -115,7 +115,10 @@ def follow_champion(root: Path, embed: bool = False) -> str:
 def _follow(root: Path, active: dict[str, Any], embed: bool) -> str:
     from storage.catalog import refresh_catalog
     from storage.stage_output import stage_ref
+    from tasks.embed import index
     from tasks.embed.model_choice import choose_model
+    from tasks.embed.task import embed_index, embed_stage
+    from tasks.embed.vectors import EmbedConfig
 
     documents = documents_of(root, stage_ref(STAGE, active["fingerprint"]))  # raises when they are gone
     chosen = choose_model(root, None)  # the champion
@@ -125,9 +128,6 @@ def _follow(root: Path, active: dict[str, Any], embed: bool) -> str:
     if found is not None:
         ref, how = stage_ref(STAGE, found["fingerprint"]), "now uses the champion's embeddings"
     elif embed:
-        from tasks.embed.task import embed_stage
-        from tasks.embed.vectors import EmbedConfig
-
         print(f"search: embedding {documents['path']} with the champion ({chosen.path})", flush=True)
         ref, _ = embed_stage(documents, EmbedConfig(chosen.fingerprint, chosen.path), root)
         how = "embedded the documents with the champion and now uses them"
@@ -139,9 +139,6 @@ def _follow(root: Path, active: dict[str, Any], embed: bool) -> str:
         )
     set_active(root, ref, {"model": chosen.fingerprint, "model_path": chosen.path, "spec": chosen.spec})
     line = f"search: {how} ({ref['path']})"
-    from tasks.embed import index
-    from tasks.embed.task import embed_index
-
     # Its HNSW index (above EXACT_MAX vectors), as the embed flow builds it: gc kept only the active one's, and
     # the first query would otherwise build it while holding the search page.
     embed_index.fn(ref, str(root), exact_max=index.EXACT_MAX)

@@ -27,6 +27,7 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -179,15 +180,15 @@ def is_run_folder(folder: Path) -> bool:
     if (folder / "export").is_dir() or (folder / "checkpoints").is_dir():
         return True
     try:
-        return json.loads((folder / "_manifest.json").read_text(encoding="utf-8")).get("stage") == "train"
+        return json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("stage") == "train"
     except (OSError, ValueError, AttributeError):
         return False
 
 
-def promote_by_hand(root: Path, export: Path, reason: str = "", embed: bool = False) -> dict:
+def promote_by_hand(root: Path, export: Path, reason: str = "", then: Callable[[Path], str] | None = None) -> dict:
     """`gur promote`: make a model folder the champion under the root lock, recorded as `manual` (a rolled-back
-    export may come back this way, and a night may then keep it); `["search"]` of the pointer returned says what
-    serves search now (tasks/embed/outputs.py: follow_champion)."""
+    export may come back this way, and a night may then keep it). `then(root)` runs under the same lock, its line
+    in the returned pointer's `["search"]` (the CLI's: search follows the champion, tasks/embed/outputs.py)."""
     export = Path(export).resolve()
     if is_run_folder(export):  # its config.json is the training's, not a model's
         run = f"{export} is a training run's folder"
@@ -196,12 +197,10 @@ def promote_by_hand(root: Path, export: Path, reason: str = "", embed: bool = Fa
         raise ValueError(f"{run}, and its weights were deleted (gur gc): there is no model to promote")
     if not (export / "modules.json").exists() and not (export / "config.json").exists():
         raise FileNotFoundError(f"{export}: not a model folder (no modules.json or config.json)")
-    from tasks.embed.outputs import follow_champion
-
     with root_lock(root, "gur promote"):
         before = read_champion(root)
         pointer = set_champion(root, {"export": str(export), "method": "manual", "metrics": {}})
-        pointer = {**pointer, "search": follow_champion(root, embed)}  # under the lock: no night or gc between
+        pointer = {**pointer, "search": then(root) if then else ""}  # under the lock: no night or gc between
         marks = rolled_back(root)
         if marks.pop(str(export), None) is not None:
             atomic_write_json(models_dir(root) / "rolled_back.json", marks, fsync=True)
@@ -217,14 +216,12 @@ def promote_by_hand(root: Path, export: Path, reason: str = "", embed: bool = Fa
     return pointer
 
 
-def roll_back(root: Path, embed: bool = False) -> tuple[dict, dict]:
-    """`gur rollback`: `rollback` under the root lock, recorded; `restored["search"]` says what serves search
-    now (tasks/embed/outputs.py: follow_champion)."""
-    from tasks.embed.outputs import follow_champion
-
+def roll_back(root: Path, then: Callable[[Path], str] | None = None) -> tuple[dict, dict]:
+    """`gur rollback`: `rollback` under the root lock, recorded; `then(root)` runs under the same lock, its line
+    in `restored["search"]`, as for `promote_by_hand`."""
     with root_lock(root, "gur rollback"):
         current, restored = rollback(root, require_model=True)
-        restored = {**restored, "search": follow_champion(root, embed)}
+        restored = {**restored, "search": then(root) if then else ""}
         record_decision(
             root,
             {
