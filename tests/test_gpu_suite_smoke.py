@@ -73,3 +73,21 @@ def test_stage_fn_returns_the_reference_when_the_output_is_reused(tmp_path):
     again = stage_fn(ingest, str(corpus), config, str(tmp_path / "root"), workers=1)
     assert isinstance(first, dict) and first["stage"] == "ingest"
     assert again == first  # the reference, not a state
+
+
+def test_tfcsg_from_the_base_model_alone_scores_it(tmp_path):
+    """`--tfcsg-starts mpnet` (the all-mpnet-base-v2 window's call): no MiniLM row, and the base model (the tiny
+    random BERT in its place under --smoke) gets the whole part, its dev P@1 row, and a rerun command that
+    keeps the option."""
+    require_shared(SHARED / "stackoverflow" / "train.tsv")
+    cmd = [sys.executable, str(REPO / "benchmarks" / "gpu_suite.py"), "--smoke", "--out", str(tmp_path)]
+    cmd += ["--parts", "tfcsg", "--tfcsg-starts", "mpnet"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    [result] = tmp_path.glob("gpu-suite-smoke-*.json")
+    [part] = json.loads(result.read_text())["parts"]
+    assert part["status"] == "ran", part["reason"]
+    labels = [row["label"] for row in part["rows"] if row["status"] == "ran"]
+    assert labels and not any("MiniLM" in label for label in labels), labels
+    assert any(label.endswith("dev P@1 after one epoch") for label in labels), labels
+    assert all("--tfcsg-starts mpnet" in row["command"] for row in part["rows"])
