@@ -114,8 +114,9 @@ def pad_label_width(batch: dict[str, Tensor], multiple: int = 16) -> dict[str, T
     if not extra:
         return batch
     out = dict(batch)
-    out["labels"] = torch.nn.functional.pad(batch["labels"], (0, extra), value=-100)
-    out["decoder_segment_ids"] = torch.nn.functional.pad(batch["decoder_segment_ids"], (0, extra), value=0)
+    for key, fill in (("labels", -100), ("decoder_segment_ids", 0)):
+        if key in batch:
+            out[key] = torch.nn.functional.pad(batch[key], (0, extra), value=fill)
     return out
 
 
