@@ -50,6 +50,7 @@ import torch  # noqa: E402
 
 from models.gur.losses import GurLoss  # noqa: E402
 from models.gur.model import GurModel, GurModelConfig, preset_config  # noqa: E402
+from models.gur.packing import pad_label_width  # noqa: E402
 from models.gur.pair_data import DataConfig, PairStream, collate, count_tokens  # noqa: E402
 from models.gur.tokenizer import train_wordpiece  # noqa: E402
 
@@ -207,6 +208,8 @@ def measure(args, device, tok, pair_lists, attention: str, packing: bool, fused:
     losses = torch.stack(losses).float().tolist()
     loss_final = eval_loss()
     real = np.mean([count_tokens(b) for b in batches])
+    if args.compile and packing:  # GurLoss pads a compiled model's label widths to 16: count the shapes it computes
+        batches = [pad_label_width(b) for b in batches]
     computed = np.mean(
         [b["input_ids"].numel() + (b["labels"].numel() if args.objective != "cl" else 0) for b in batches]
     )

@@ -58,18 +58,40 @@ def test_pieces_in_order_give_back_the_payload_and_the_last_checks_it(kit, tmp_p
     assert all((repo / ".devkit" / f"m{k}" / "piece").stat().st_size <= 4096 for k in range(1, n + 1))
     store = tmp_path / "store"
     early = call(repo, 2, store)  # a call out of order (or on a fresh machine) stores nothing
-    assert early.returncode == 3 and "holds 0 pieces, not 1" in early.stdout
+    assert early.returncode == 3 and "holds nothing, not 1" in early.stdout
     assert not (store / "payload.tar").exists()
     for k in range(1, n):
         done = call(repo, k, store)
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"piece {k} of {n} stored" in done.stdout
-    assert call(repo, 1, store).returncode == 3  # a piece twice is refused
+    again = call(repo, 2, store)  # a piece twice is refused
+    assert again.returncode == 3 and f"holds {n - 1} pieces of this kit, not 1" in again.stdout
     last = call(repo, n, store)
     assert (store / "payload.tar").read_bytes() == data
     assert "payload.tar: OK" in last.stdout  # the SHA-256 matched
     assert (store / "site" / "marker.py").read_text() == "x=1"  # the site unpacked
     assert last.returncode == 7, last.stdout + last.stderr  # the restore: no model16.safetensors in this payload
+    rerun = call(repo, n, store)  # the last call again (a timeout, a failed suite): it checks and runs again
+    assert "already" in rerun.stdout and "payload.tar: OK" in rerun.stdout and rerun.returncode == 7
+    assert (store / "payload.tar").read_bytes() == data  # nothing appended twice
+
+
+def test_the_first_call_starts_over_whatever_was_left(kit, tmp_path):
+    """A failed window, or another kit's pieces on a warm machine: m1 empties the store, the rest follow."""
+    repo, data, n = kit
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "pieces").write_text("0123abcd 2\n")  # another kit's counter
+    (store / "payload.tar").write_bytes(b"left over")
+    refused = call(repo, 2, store)
+    assert refused.returncode == 3 and "another kit's pieces" in refused.stdout
+    for k in range(1, n):
+        assert call(repo, k, store).returncode == 0
+    assert call(repo, 1, store).returncode == 0  # m1 again: starts over
+    assert (store / "payload.tar").stat().st_size == (repo / ".devkit" / "m1" / "piece").stat().st_size
+    for k in range(2, n):
+        assert call(repo, k, store).returncode == 0
+    assert call(repo, n, store).returncode == 7 and (store / "payload.tar").read_bytes() == data
 
 
 def test_a_damaged_piece_stops_the_last_call_before_anything_runs(kit, tmp_path):
