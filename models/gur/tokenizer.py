@@ -7,12 +7,15 @@ the first token is the projection token, the last real token is EOS, and T5 sent
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from models.gur.wordpiece_vocab import learn_vocab
 
 PAD, UNK, CLS, EOS = "[PAD]", "[UNK]", "[CLS]", "</s>"
 NUM_SENTINELS = 100
@@ -61,14 +64,20 @@ def _wrap(hf: PreTrainedTokenizerBase) -> GurTokenizer:
 
 
 def train_wordpiece(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2) -> GurTokenizer:
-    """Train an uncased WordPiece (BERT normaliser: CJK characters are single tokens) offline."""
-    tok = Tokenizer(models.WordPiece(unk_token=UNK))
-    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece(prefix="##")
+    """Train an uncased WordPiece (BERT normaliser: CJK characters are single tokens) offline; the same texts
+    give the same vocabulary in any process (models.gur.wordpiece_vocab: `tokenizers`' trainer does not)."""
+    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, lowercase=True)
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    words: Counter = Counter()
+    for text in texts:
+        words.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
     special = [PAD, UNK, CLS, EOS, *sentinel_tokens()]
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=special)
-    tok.train_from_iterator(texts, trainer=trainer)
+    vocab = learn_vocab(words, vocab_size, min_frequency, special)
+    tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token=UNK))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
+    tok.decoder = decoders.WordPiece(prefix="##")
+    tok.add_special_tokens(special)  # as the trainer does: never split, skipped when decoding
     tok.post_processor = processors.TemplateProcessing(
         single=f"{CLS} $A {EOS}",
         pair=f"{CLS} $A {EOS} $B:1 {EOS}:1",
