@@ -1,4 +1,5 @@
-"""The pair stream and the training loop: distinct-document batches, exact resume, 2-process DDP on CPU."""
+"""The pair stream and the training loop: distinct-document batches, exact resume, 2-process DDP on CPU, the same
+export bytes from scratch in another process."""
 
 from __future__ import annotations
 
@@ -192,3 +193,32 @@ def test_head_is_dropped_for_warm_starts_unless_asked_for():
     assert TrainConfig(**base, init_from="minilm/", head="mlp").model_head() == "mlp"
     with pytest.raises(ValueError, match="head must be"):
         TrainConfig(**base, head="linear").model_head()
+
+
+def test_a_run_from_scratch_exports_the_same_bytes_in_another_process(shards, tmp_path):
+    """The same shards and config in two processes (other hash seeds): the tokenizer and the export are the same
+    bytes (the WordPiece trainer of `tokenizers` gave another vocabulary in each process)."""
+    config = dataclasses.asdict(run_config(shards, tmp_path / "x", max_steps=4))
+    script = (
+        "import sys, json; sys.path.insert(0, sys.argv[1])\n"
+        "from models.training.loop import TrainConfig, train\n"
+        "train(TrainConfig(**json.loads(sys.argv[2])))\n"
+    )
+    exports = []
+    for run, hash_seed in (("a", "1"), ("b", "2")):
+        out = tmp_path / run
+        config["out_dir"] = str(out)
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(REPO), json.dumps(config)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        files = sorted(p for folder in ("export", "tokenizer") for p in (out / folder).rglob("*") if p.is_file())
+        exports.append({str(p.relative_to(out)): p.read_bytes() for p in files})
+    assert "export/model.safetensors" in exports[0] and "tokenizer/tokenizer.json" in exports[0]
+    assert exports[0].keys() == exports[1].keys()
+    assert [k for k in exports[0] if exports[0][k] != exports[1][k]] == []
