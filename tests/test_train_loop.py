@@ -222,3 +222,18 @@ def test_a_run_from_scratch_exports_the_same_bytes_in_another_process(shards, tm
     assert "export/model.safetensors" in exports[0] and "tokenizer/tokenizer.json" in exports[0]
     assert exports[0].keys() == exports[1].keys()
     assert [k for k in exports[0] if exports[0][k] != exports[1][k]] == []
+
+
+def test_a_gpu_run_at_the_defaults_is_told_the_faster_options_and_they_are_valid():
+    from models.training.loop import check_throughput_options, gpu_hint
+
+    base = TrainConfig(out_dir="", shards="")
+    hint = gpu_hint(base, "cuda")
+    options = json.loads(re.search(r"'(\{.*\})'", hint).group(1))
+    fast = dataclasses.replace(base, **options)  # every option is a TrainConfig field
+    check_throughput_options(fast, torch.device("cuda"))  # and a valid combination on a GPU
+    assert fast.attention == "sdpa" and fast.packing and fast.fused_lm_head and fast.compile
+    assert gpu_hint(base, "cpu") == ""  # the CPU's measured best is another (docs/training.md)
+    assert gpu_hint(fast, "cuda") == ""  # already set
+    assert gpu_hint(dataclasses.replace(base, init_from="minilm/"), "cuda") == ""  # a warm start keeps eager
+    assert gpu_hint(dataclasses.replace(base, method="tfcsg"), "cuda") == ""
