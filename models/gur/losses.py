@@ -82,7 +82,7 @@ class GurLoss(nn.Module):
         clean = use_cl and "cl_input_ids" in batch  # contrastive loss on unmasked sentences: a second encoder pass
         out: dict[str, Tensor] = {}
         if "segment_ids" in batch and hasattr(self.model, "_orig_mod"):  # packed, into a torch.compile'd model
-            batch = pad_label_width(batch) if "labels" in batch else batch
+            batch = pad_label_width(batch)
             mark_sizes_dynamic(batch)
         if use_lm or not clean:
             out = self.model(

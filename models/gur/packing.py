@@ -104,13 +104,13 @@ def mark_sizes_dynamic(batch: dict[str, Tensor]) -> None:
 
 
 def pad_label_width(batch: dict[str, Tensor], multiple: int = 16) -> dict[str, Tensor]:
-    """The batch with `labels` (-100) and `decoder_segment_ids` (0) padded on the right to a multiple of `multiple`.
+    """The batch with `labels` (-100) and `decoder_segment_ids` (0) padded on the right to a multiple of `multiple`
+    (a batch without labels as it is).
 
     For a compiled model: CUDA's memory-efficient attention backward guards on the decoder width modulo 16, so
     widths rounded to 8 compiled the LM loss twice on one H200 (at 40, then at 48). The padding is ignored
     targets at the end of a row, which no earlier decoder position attends to: the loss is unchanged."""
-    width = batch["labels"].shape[1]
-    extra = -width % multiple
+    extra = -batch["labels"].shape[1] % multiple if "labels" in batch else 0
     if not extra:
         return batch
     out = dict(batch)

@@ -88,7 +88,7 @@ class SearchPage:
             lists = [(label, model, searcher.search(query, self.k)) for label, model, searcher in self.columns]
             # The champion can change by hand (gur promote, gur rollback) while search keeps these embeddings:
             # the first column says which it is now, not at the last reload.
-            label, model, hits = lists[0]
+            _, model, hits = lists[0]
             lists[0] = ("champion" if self.is_champion(model) else "in use", model, hits)
             wanted = sorted({doc_id for *_, hits in lists for doc_id, _ in hits})
             docs = read_documents(documents_glob(self.root, self.documents), wanted)

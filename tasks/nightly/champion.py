@@ -200,7 +200,6 @@ def promote_by_hand(root: Path, export: Path, reason: str = "", then: Callable[[
     with root_lock(root, "gur promote"):
         before = read_champion(root)
         pointer = set_champion(root, {"export": str(export), "method": "manual", "metrics": {}})
-        pointer = {**pointer, "search": then(root) if then else ""}  # under the lock: no night or gc between
         marks = rolled_back(root)
         if marks.pop(str(export), None) is not None:
             atomic_write_json(models_dir(root) / "rolled_back.json", marks, fsync=True)
@@ -213,6 +212,7 @@ def promote_by_hand(root: Path, export: Path, reason: str = "", then: Callable[[
                 "champion": before["export"] if before else None,
             },
         )
+        pointer = {**pointer, "search": then(root) if then else ""}  # under the lock: no night or gc between
     return pointer
 
 
@@ -221,7 +221,6 @@ def roll_back(root: Path, then: Callable[[Path], str] | None = None) -> tuple[di
     in `restored["search"]`, as for `promote_by_hand`."""
     with root_lock(root, "gur rollback"):
         current, restored = rollback(root, require_model=True)
-        restored = {**restored, "search": then(root) if then else ""}
         record_decision(
             root,
             {
@@ -231,6 +230,7 @@ def roll_back(root: Path, then: Callable[[Path], str] | None = None) -> tuple[di
                 "champion": current["export"],
             },
         )
+        restored = {**restored, "search": then(root) if then else ""}  # after the record: a kill keeps the row
     return current, restored
 
 
