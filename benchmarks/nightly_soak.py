@@ -1,6 +1,7 @@
 """Sixty nights on one data root: retention keeps it bounded, and a night's data stages cost the same.
 
     .venv/bin/python benchmarks/nightly_soak.py [--nights 60] [--start 2000] [--per-night 20] [--workdir DIR]
+        [--history-nights 5]
 
 A corpus folder of real StackOverflow titles with their tags (from `../shared/data`), `--start` titles in
 one TSV, grows by `--per-night` titles a night (1%), each night's file in the next of five formats (JSONL,
@@ -19,6 +20,10 @@ keeps for the newest builds, their inputs and derived embeddings, the held-out s
 their weights: each byte-identical to what a cold build of the same folder writes); the last night's data
 CPU at most 1.25x night 10's (and, as one night's CPU varies by a third on a shared VM, the same ratio on the
 medians of the five nights around each); no failed night. The root against one cold night is printed too.
+
+Then `--history-nights` more nights on both the soaked root and the cold one, the same folder for both: a
+night's data CPU over the soak's history against over one night's. Night 60 reads a folder 45% larger than
+night 10's, which a cold build reads too; this ratio is what the history itself costs.
 """
 
 from __future__ import annotations
@@ -132,6 +137,27 @@ def kept_builds_and_models(root: Path) -> list[Path]:
     ]
 
 
+def history_nights(args: argparse.Namespace, rows: list[dict], corpus: Path, roots: dict, config: Path) -> list:
+    """The soak's next nights on each root of `roots` (the soaked one, and the cold build's beside it), one folder
+    for both: a night's data CPU over the soak's history against over one night's. Which root goes first
+    alternates, so neither always reads the night's new file first."""
+    history = []
+    for j in range(args.history_nights):
+        n = args.nights + 1 + j
+        start = args.start + (n - 1) * args.per_night
+        write_file(corpus / f"night-{n:03d}.{FORMATS[(n - 1) % len(FORMATS)]}", rows[start : start + args.per_night])
+        row = {"night": n}
+        for name in sorted(roots, reverse=j % 2 == 1):
+            try:
+                row[name] = night(corpus, roots[name], config)["data"]
+            except Exception as exc:  # a failed night is a figure here too
+                row[name] = float("nan")
+                print(f"night {n} on the {name} root: failed: {exc}", flush=True)
+        print(f"night {n}: data CPU s on the soaked root {row['soaked']:.2f}, on the fresh one {row['fresh']:.2f}")
+        history.append(row)
+    return history
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nights", type=int, default=60)
@@ -139,6 +165,13 @@ def main() -> None:
     parser.add_argument("--per-night", type=int, default=20)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--workdir", default="")
+    parser.add_argument(
+        "--history-nights",
+        type=int,
+        default=5,
+        help="after the soak, this many more nights on the soaked root and on the cold root beside it, the same "
+        "folder for both, alternating: what the soak's history costs a night (0: skip)",
+    )
     args = parser.parse_args()
 
     from prefect.testing.utilities import prefect_test_harness
@@ -148,7 +181,8 @@ def main() -> None:
     from tasks.retention.sweep import size_of
 
     with open(STACKOVERFLOW, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))[: args.start + args.nights * args.per_night]
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    rows = rows[: args.start + (args.nights + args.history_nights) * args.per_night]
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gur-soak-"))
     corpus, root = work / "corpus", work / "data"
     corpus.mkdir(parents=True, exist_ok=True)
@@ -185,6 +219,7 @@ def main() -> None:
         cold_root = work / "cold"
         night(corpus, cold_root, config)
         cold = size_of([cold_root])
+        history = history_nights(args, rows, corpus, {"soaked": root, "fresh": cold_root}, config)
     last, tenth = table[-1], table[min(9, len(table) - 1)]
     print(
         f"\nroot after night {last['night']}: {last['root'] / 1e6:.1f} MB; its kept builds and models: "
@@ -202,8 +237,18 @@ def main() -> None:
         f"data-stage CPU, median of nights {early[0]}-{early[1]}: {early[2]:.2f} s, of nights {late[0]}-{late[1]}: "
         f"{late[2]:.2f} s ({late[2] / early[2]:.2f}x)"
     )
+    if history:
+        import statistics
+
+        soaked = statistics.median(h["soaked"] for h in history)
+        fresh = statistics.median(h["fresh"] for h in history)
+        print(
+            f"history's cost: data-stage CPU of nights {history[0]['night']}-{history[-1]['night']}, medians, on the "
+            f"soaked root {soaked:.2f} s, on a root with one cold night of the same folder {fresh:.2f} s "
+            f"({soaked / fresh:.2f}x)"
+        )
     print(f"failed nights: {failed}; gur verify after the last night: {len(damaged)} damaged outputs")
-    summary = {"nights": table, "cold": cold, "kept": kept}
+    summary = {"nights": table, "cold": cold, "kept": kept, "history": history}
     (work / "soak.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
 
 

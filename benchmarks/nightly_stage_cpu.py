@@ -1,6 +1,6 @@
 """Where a night's data-stage CPU goes, per stage, on a copy of a soaked workdir: a fresh process, one warm night.
 
-    .venv/bin/python benchmarks/nightly_stage_cpu.py /tmp/soak/work [--nights 5] [--copy /tmp/soak-copy | --in-place]
+    .venv/bin/python benchmarks/nightly_stage_cpu.py WORKDIR [--nights 5] [--copy DIR | --in-place | --fresh-root]
 
 Copies the workdir (`benchmarks/nightly_soak.py --workdir`; the original is never touched) or, with
 `--in-place`, extends it (its records name its own paths, so its nights are exactly the soak's next), adds the next
@@ -10,6 +10,12 @@ inside each stage (`run_stage` by stage name, `update_catalog`; training and eva
 scale). Run it on a 10-night and a 60-night workdir to see which stage grows with the root, in the way a
 scheduled night runs: each night its own process (a served deployment starts one per flow run), here with
 its start-up left out by the warm night.
+
+`--fresh-root` separates what the root's history costs from what the corpus costs: the copy takes only the
+workdir's corpus folder, initial model and config, with an empty data root. Its warm night is a cold build of
+the same folder, and its measured nights add the same files the workdir's next nights would, so run it before
+`--in-place` on the same workdir: the two measure the same folder, one over the soak's history and one over a
+night's. Their ratio is the history's cost; a 10-night workdir against a 60-night one is the corpus's too.
 """
 
 from __future__ import annotations
@@ -55,6 +61,20 @@ def instrument(spent: collections.Counter) -> None:
             wrap(module, "update_catalog", by_stage=False)
 
 
+def fresh_copy(parser: argparse.ArgumentParser, source: Path, work: Path) -> Path:
+    """`work` with `source`'s corpus folder, initial model and config (paths renamed) and no data root."""
+    if work == source or work in source.parents or source in work.parents:
+        parser.error(f"--copy {work}: the copy must lie outside {source}, and it outside the copy")
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    for name in ("corpus", "tiny-bert"):
+        shutil.copytree(source / name, work / name)
+    text = (source / "nightly.toml").read_text(encoding="utf-8")
+    (work / "nightly.toml").write_text(text.replace(str(source), str(work)), encoding="utf-8")
+    return work
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path, help="a workdir of benchmarks/nightly_soak.py (copied, not changed)")
@@ -71,14 +91,24 @@ def main() -> int:
         help="extend WORKDIR itself instead of a copy (a copy's records still name the original's paths: its warm "
         "night rebuilds the ingest under the new path, and its champion is read from the original)",
     )
+    parser.add_argument(
+        "--fresh-root",
+        action="store_true",
+        help="copy only the corpus folder, initial model and config (to --copy or WORKDIR-fresh) and start an empty "
+        "data root: the same folder's nights without the soak's history",
+    )
     parser.add_argument("--start", type=int, default=2000, help="the soak's --start")
     parser.add_argument("--per-night", type=int, default=20, help="the soak's --per-night")
     args = parser.parse_args()
     source = args.workdir.resolve()
     if not (source / "nightly.toml").exists():
         parser.error(f"{source}: no nightly.toml: not a workdir of benchmarks/nightly_soak.py")
+    if args.in_place and args.fresh_root:
+        parser.error("--in-place and --fresh-root: pick one")
     if args.in_place:
         work = source
+    elif args.fresh_root:
+        work = fresh_copy(parser, source, (args.copy or source.with_name(source.name + "-fresh")).resolve())
     else:
         work = (args.copy or source.with_name(source.name + "-stages")).resolve()
         if work == source or work in source.parents or source in work.parents:
