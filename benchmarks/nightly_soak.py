@@ -34,6 +34,7 @@ import csv
 import gzip
 import io
 import json
+import math
 import os
 import resource
 import sys
@@ -237,13 +238,16 @@ def main() -> None:
         f"data-stage CPU, median of nights {early[0]}-{early[1]}: {early[2]:.2f} s, of nights {late[0]}-{late[1]}: "
         f"{late[2]:.2f} s ({late[2] / early[2]:.2f}x)"
     )
-    if history:
+    roots = ("soaked", "fresh")
+    failed += sum(math.isnan(h[name]) for h in history for name in roots)  # a failed history night is NaN
+    ran = [h for h in history if not any(math.isnan(h[name]) for name in roots)]
+    if ran:
         import statistics
 
-        soaked = statistics.median(h["soaked"] for h in history)
-        fresh = statistics.median(h["fresh"] for h in history)
+        soaked = statistics.median(h["soaked"] for h in ran)
+        fresh = statistics.median(h["fresh"] for h in ran)
         print(
-            f"history's cost: data-stage CPU of nights {history[0]['night']}-{history[-1]['night']}, medians, on the "
+            f"history's cost: data-stage CPU of nights {ran[0]['night']}-{ran[-1]['night']}, medians, on the "
             f"soaked root {soaked:.2f} s, on a root with one cold night of the same folder {fresh:.2f} s "
             f"({soaked / fresh:.2f}x)"
         )
