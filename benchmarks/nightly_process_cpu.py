@@ -33,10 +33,7 @@ def main() -> int:
     with open(soak.STACKOVERFLOW, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     for n in nights:
-        start = 2000 + (n - 1) * 20
-        soak.write_file(
-            work / "corpus" / f"night-{n:03d}.{soak.FORMATS[(n - 1) % len(soak.FORMATS)]}", rows[start : start + 20]
-        )
+        soak.add_night(work / "corpus", rows, n, 2000, 20)
         options = ["--text-field", "title", "--title-field", "", "--workers", "1"]
         for command, extra in (("build-pairs", []), ("mine-keywords", ["--k", "20"])):
             before, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()

@@ -69,6 +69,14 @@ def write_file(path: Path, rows: list[dict]) -> None:
     )
 
 
+def add_night(corpus: Path, rows: list[dict], n: int, start: int, per_night: int) -> int:
+    """Night `n`'s file in `corpus`: the `per_night` titles after the first `start` and the nights before, in the
+    next of `FORMATS`. Returns the titles the folder then holds."""
+    first = start + (n - 1) * per_night
+    write_file(corpus / f"night-{n:03d}.{FORMATS[(n - 1) % len(FORMATS)]}", rows[first : first + per_night])
+    return first + per_night
+
+
 def config_text(corpus: Path, model: Path, steps: int) -> str:
     options = "{eval_every = 0, threads = 1, lr = 1e-3, ckpt_every = 1000}"
     return (
@@ -145,8 +153,7 @@ def history_nights(args: argparse.Namespace, rows: list[dict], corpus: Path, roo
     history = []
     for j in range(args.history_nights):
         n = args.nights + 1 + j
-        start = args.start + (n - 1) * args.per_night
-        write_file(corpus / f"night-{n:03d}.{FORMATS[(n - 1) % len(FORMATS)]}", rows[start : start + args.per_night])
+        add_night(corpus, rows, n, args.start, args.per_night)
         row = {"night": n}
         for name in sorted(roots, reverse=j % 2 == 1):
             try:
@@ -198,9 +205,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     with prefect_test_harness(server_startup_timeout=120):
         for n in range(1, args.nights + 1):
-            start = args.start + (n - 1) * args.per_night
-            fmt = FORMATS[(n - 1) % len(FORMATS)]
-            write_file(corpus / f"night-{n:03d}.{fmt}", rows[start : start + args.per_night])
+            titles = add_night(corpus, rows, n, args.start, args.per_night)
             try:
                 result = night(corpus, root, config)
             except Exception as exc:  # a failed night is a figure, not the end of the soak
@@ -210,7 +215,7 @@ def main() -> None:
             size = size_of([root])
             table.append({"night": n, **result, "root": size, "without": size + freed_total})
             print(
-                f"| {n} | {start + args.per_night} | {result['data']:.1f} | {result['train']:.1f} | "
+                f"| {n} | {titles} | {result['data']:.1f} | {result['train']:.1f} | "
                 f"{result['decision']} | {size / 1e6:.1f} | {result['freed'] / 1e6:.1f} | "
                 f"{(size + freed_total) / 1e6:.1f} |",
                 flush=True,

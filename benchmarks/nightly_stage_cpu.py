@@ -61,12 +61,17 @@ def instrument(spent: collections.Counter) -> None:
             wrap(module, "update_catalog", by_stage=False)
 
 
-def fresh_copy(parser: argparse.ArgumentParser, source: Path, work: Path) -> Path:
-    """`work` with `source`'s corpus folder, initial model and config (paths renamed) and no data root."""
+def empty_copy_dir(parser: argparse.ArgumentParser, source: Path, work: Path) -> None:
+    """Refuse a `work` inside `source` or around it; remove an earlier copy there."""
     if work == source or work in source.parents or source in work.parents:
         parser.error(f"--copy {work}: the copy must lie outside {source}, and it outside the copy")
     if work.exists():
         shutil.rmtree(work)
+
+
+def fresh_copy(parser: argparse.ArgumentParser, source: Path, work: Path) -> Path:
+    """`work` with `source`'s corpus folder, initial model and config (paths renamed) and no data root."""
+    empty_copy_dir(parser, source, work)
     work.mkdir(parents=True)
     for name in ("corpus", "tiny-bert"):
         shutil.copytree(source / name, work / name)
@@ -111,10 +116,7 @@ def main() -> int:
         work = fresh_copy(parser, source, (args.copy or source.with_name(source.name + "-fresh")).resolve())
     else:
         work = (args.copy or source.with_name(source.name + "-stages")).resolve()
-        if work == source or work in source.parents or source in work.parents:
-            parser.error(f"--copy {work}: the copy must lie outside {source}, and it outside the copy")
-        if work.exists():
-            shutil.rmtree(work)
+        empty_copy_dir(parser, source, work)
         shutil.copytree(source, work, symlinks=True)
         config = work / "nightly.toml"
         config.write_text(config.read_text(encoding="utf-8").replace(str(source), str(work)), encoding="utf-8")
@@ -131,9 +133,7 @@ def main() -> int:
     with prefect_test_harness(server_startup_timeout=120):
         for j in range(args.nights + 1):
             n = done + 1 + j
-            start = args.start + (n - 1) * args.per_night
-            name = f"night-{n:03d}.{soak.FORMATS[(n - 1) % len(soak.FORMATS)]}"
-            soak.write_file(work / "corpus" / name, rows[start : start + args.per_night])
+            soak.add_night(work / "corpus", rows, n, args.start, args.per_night)
             spent.clear()
             try:
                 result = soak.night(work / "corpus", work / "data", config)
