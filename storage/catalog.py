@@ -237,7 +237,7 @@ def _remember_main(
 ) -> None:
     try:
         st = os.stat(path)
-        data = {"catalog": [st.st_ino, st.st_mtime_ns, st.st_size], "main": main}
+        data = {"catalog": [st.st_ino, st.st_mtime_ns, st.st_size], "main": main, "root": str(path.parent.resolve())}
         if views is not None:
             data.update(version=SIDECAR_VERSION, duckdb=duckdb.__version__, views=views, tables=tables)
         atomic_write_text(path.parent / MAIN, json.dumps(data, separators=(",", ":")))
@@ -835,7 +835,8 @@ def refresh_catalog(
     The new catalog is written to a temporary file and renamed over the old one, so an open
     `duckdb -readonly` session never blocks a run (it keeps seeing the views it opened; a new
     session sees the new ones). Views hold absolute paths (DuckDB resolves relative ones against
-    the reader's working directory), so a moved data root needs `gur catalog --refresh`.
+    the reader's working directory), so a moved data root is refreshed by the first command that reads
+    its catalog (`connect_catalog`), or by `gur catalog --refresh`.
     """
     deadline = time.monotonic() + wait_s
     path = root / CATALOG
@@ -888,10 +889,22 @@ def _write_file(
         con.close()  # checkpoints: everything is in the file, no WAL left
 
 
+def written_here(root: Path) -> bool:
+    """Whether the catalog was last written by a refresh of this root, here: its views hold absolute paths, so one
+    written before the root was moved (or copied) reads the old place, or fails there."""
+    return (_sidecar(root / CATALOG) or {}).get("root") == str(Path(root).resolve())
+
+
 def connect_catalog(root: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """The catalog, refreshed first when it was written elsewhere (`written_here`): a moved root reads as before."""
     path = root / CATALOG
     if not path.exists():
         raise FileNotFoundError(f"no catalog at {path}: run a flow first (e.g. `gur demo`)")
+    if not written_here(root):
+        try:
+            refresh_catalog(root)
+        except (OSError, duckdb.Error, CatalogBusyError) as exc:  # a read-only copy: its views as they are
+            log.warning("catalog: %s was written elsewhere and not refreshed here (%s)", path, exc)
     try:
         return duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 MANIFEST = "_manifest.json"
@@ -17,6 +18,28 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
     """The data root: the argument, else `$GUR_HOME`, else `./data`; always absolute."""
     chosen = root if root is not None else os.environ.get("GUR_HOME", "data")
     return Path(chosen).expanduser().resolve()
+
+
+FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+
+
+def in_root(root: Path, recorded: str | os.PathLike | None) -> str:
+    """`recorded`, an absolute path a record of this root names (a champion's export, a held-out split, the model
+    an embedding used), as it is now: records name paths where the root was when they were written, so after the
+    root is moved (or copied) to `root` the path is mapped to `root` when the same `<folder>/<fingerprint>` is
+    here (same fingerprint, same content). Anything else is returned unchanged: a path already under `root`, a
+    model folder outside any root, an output this root does not hold."""
+    if not recorded:
+        return str(recorded or "")
+    text = os.fspath(recorded)
+    base = os.fspath(root)
+    if text == base or text.startswith(base + os.sep) or not os.path.isabs(text):
+        return text
+    parts = Path(text).parts
+    for i in range(len(parts) - 2, 0, -1):  # the innermost `<folder>/<fingerprint>` wins
+        if FINGERPRINT.fullmatch(parts[i + 1]) and os.path.isdir(os.path.join(base, parts[i], parts[i + 1])):
+            return os.path.join(base, *parts[i:])
+    return text
 
 
 def stage_dir(root: Path, stage: str, fingerprint: str) -> Path:

@@ -61,3 +61,46 @@ def test_fingerprints_are_those_of_the_flat_layout_and_a_moved_root_is_all_cache
         "ingest": "Cached",
         "keywords": "Cached",
     }
+
+
+def test_a_recorded_path_is_read_where_the_moved_root_holds_it(tmp_path):
+    from storage.layout import in_root
+
+    root = tmp_path / "disk2" / "data"
+    (root / "train" / "0123456789abcdef" / "export").mkdir(parents=True)
+    (root / "holdout" / "fedcba9876543210").mkdir(parents=True)
+    old = "/mnt/disk1/data"
+    assert in_root(root, f"{old}/train/0123456789abcdef/export") == f"{root}/train/0123456789abcdef/export"
+    assert (
+        in_root(root, f"{old}/holdout/fedcba9876543210/holdout.tsv") == f"{root}/holdout/fedcba9876543210/holdout.tsv"
+    )
+    for unchanged in (
+        f"{old}/train/aaaaaaaaaaaaaaaa/export",  # an output this root does not hold (another root's: promoted by hand)
+        "/models/all-MiniLM-L6-v2",  # a model folder outside any root
+        f"{root}/train/0123456789abcdef/export",  # already here
+        "train/0123456789abcdef/export",  # relative: relative to where a run started, not known here
+        "",
+    ):
+        assert in_root(root, unchanged) == unchanged
+
+
+def test_the_catalog_of_a_copied_root_is_rewritten_for_its_new_place_before_it_is_read(tmp_path):
+    """Its views name absolute paths: read as they are, a copy's would read the original's files (and a moved
+    root's, none). The first read here rewrites them; the original is left as it was."""
+    from flows.build_pairs import build_pairs
+    from storage.catalog import connect_catalog, written_here
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), encoding="utf-8")
+    root, copy = tmp_path / "data", tmp_path / "copy" / "data"
+    build_pairs(input_path=str(corpus), root=str(root), workers=1)
+    shutil.copytree(root, copy)
+    assert written_here(root) and not written_here(copy)
+    con = connect_catalog(copy)
+    try:
+        views = [sql for (sql,) in con.sql("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()]
+        assert con.sql("SELECT count(*) FROM documents").fetchone()[0] == len(DOCS)
+    finally:
+        con.close()
+    assert views and all(str(root) + "/" not in sql for sql in views) and any(str(copy) in sql for sql in views)
+    assert written_here(copy) and written_here(root)

@@ -352,6 +352,54 @@ def test_nights(nightly):
 
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.slow
+def test_a_root_moved_to_another_disk_keeps_its_champion_suite_catalog_search_and_retention(nightly, tmp_path, capsys):
+    """The records name absolute paths where the root was (the champion's export, the held-out suite, the catalog's
+    views, the models evaluated); a copy under another path, with the old place gone, reads them where they are
+    now. Run after `test_nights` its root holds a champion, a refused candidate and a rollback."""
+    import shutil
+
+    from flows.nightly_retrain import nightly_retrain
+    from gur_cli import main as gur
+    from tasks.retention.plan import RetentionConfig, plan
+
+    root, base = nightly["root"], nightly["base"]
+    if read_champion(root) is None:  # run alone
+        good = write_config(base / "good.toml", nightly["corpus"], nightly["model"], lr=1e-3)
+        nightly_retrain(config_path=str(good), root=str(root))
+    before = plan(root, RetentionConfig(keep_refused=0))
+    moved = tmp_path / "disk2" / "data"
+    shutil.copytree(root, moved, symlinks=True)
+    away = root.with_name("data-away")
+    root.rename(away)  # nothing may read the old place
+    try:
+        champion = read_champion(moved)
+        assert champion["export"].startswith(f"{moved}/") and Path(champion["export"]).is_dir()
+        assert all(e["export"].startswith(f"{moved}/") for e in history(moved))
+        assert all(export.startswith(f"{moved}/") for export in rolled_back(moved))
+        after = plan(moved, RetentionConfig(keep_refused=0))  # the same outputs kept, deleted and pruned
+        assert [sorted(p) for p in (after.keep, after.delete, after.prune)] == [
+            sorted(p) for p in (before.keep, before.delete, before.prune)
+        ]
+        capsys.readouterr()
+        assert gur(["--root", str(moved), "sql", "SELECT count(*) AS n FROM documents"]) == 0  # views rewritten
+        assert (
+            str(moved)
+            in duckdb.connect(str(moved / "catalog.duckdb"), read_only=True)
+            .sql("SELECT min(sql) FROM duckdb_views() WHERE view_name = 'documents'")
+            .fetchone()[0]
+        )
+        assert gur(["--root", str(moved), "search", "python list"]) == 0 and "(10 rows)" in capsys.readouterr().out
+        worse = write_config(tmp_path / "worse.toml", nightly["corpus"], nightly["model"], lr=3.0, interpolate=None)
+        night = nightly_retrain(config_path=str(worse), root=str(moved))
+        assert night["decision"] == "refused" and night["champion"] == champion["export"], night["reason"]
+        assert PRIMARY in night["candidate_metrics"] and PRIMARY in night["champion_metrics"]  # the suite was read
+        assert night["overlap"] == 0 and night["candidate"].startswith(f"{moved}/")
+    finally:
+        away.rename(root)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.slow
 def test_a_night_that_fails_after_training_names_its_candidate_so_gc_can_free_it(nightly, tmp_path):
     """The candidate is trained, then a broken extra evaluation set stops the night: the `failed` row names
     the candidate, so retention counts it judged instead of keeping its weights as a run of your own."""

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.layout import MANIFEST
+from storage.layout import MANIFEST, in_root
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def start_model(root: Path, export: str) -> str:
         )
         if not init:
             return "minilm"
-        path, seen = Path(init).resolve(), seen + 1
+        path, seen = Path(in_root(root, init)).resolve(), seen + 1  # recorded before a move: where it is now
     from models.encoders import minilm_path
 
     if path == minilm_path().resolve():

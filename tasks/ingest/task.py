@@ -13,7 +13,7 @@ from pathlib import Path
 from prefect import task
 
 from storage.fingerprint import canonical_json, file_signature, fingerprint
-from storage.layout import MANIFEST, stage_dir
+from storage.layout import MANIFEST, in_root, stage_dir
 from storage.progress import Progress, current_logger
 from storage.shards import sum_shard_stats
 from storage.stage_output import StageOutput
@@ -142,7 +142,7 @@ def previous_folder_build(root: Path, folder: str, fingerprint: str) -> dict | N
     best = None
     for out_dir, manifest in complete_manifests(root, "ingest").items():
         inputs = manifest.get("inputs") or {}
-        same = inputs.get("kind") == "folder" and inputs.get("path") == folder
+        same = inputs.get("kind") == "folder" and in_root(root, inputs.get("path")) == folder  # a moved root's split
         if not same or manifest.get("fingerprint") == fingerprint:
             continue
         if best is None or manifest.get("finished_at", 0) > best[1].get("finished_at", 0):

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.atomic import atomic_path, atomic_write_json
-from storage.layout import MANIFEST
+from storage.layout import MANIFEST, in_root
 from tasks.nightly.significance import PairedTest
 
 PROMOTION_SCHEMA = pa.schema(
@@ -86,15 +86,20 @@ def models_dir(root: Path) -> Path:
     return Path(root) / "models"
 
 
+def _here(root: Path, pointer: dict) -> dict:
+    """A champion record with its export where it is now: a moved root's records name the old place."""
+    return {**pointer, "export": in_root(root, pointer["export"])} if pointer.get("export") else pointer
+
+
 def read_champion(root: Path) -> dict | None:
     path = models_dir(root) / "champion.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    return _here(root, json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
 
 
 def history(root: Path) -> list[dict]:
     """Every champion promoted so far, oldest first."""
     folder = models_dir(root) / "history"
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("[0-9]*.json"))]
+    return [_here(root, json.loads(p.read_text(encoding="utf-8"))) for p in sorted(folder.glob("[0-9]*.json"))]
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -146,7 +151,8 @@ def set_champion(root: Path, pointer: dict) -> dict:
 def rolled_back(root: Path) -> dict[str, dict]:
     """export -> the rollback that took it back, for exports no night may promote again."""
     path = models_dir(root) / "rolled_back.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    marks = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return {in_root(root, export): mark for export, mark in marks.items()}
 
 
 def rollback(root: Path, require_model: bool = False) -> tuple[dict, dict]:

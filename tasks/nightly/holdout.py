@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storage.fingerprint import fingerprint
-from storage.layout import TMP_DIR
+from storage.layout import TMP_DIR, in_root
 from tasks.evaluate.overlap import normalize
 from tasks.ingest.readers import CorpusFile, LabelledReaderConfig, ReaderConfig, Record, corpus_files, read_member
 from tasks.nightly.config import ICT_TASK, LABELLED, PAIR_TASK, TITLE_TASK, NightlyConfig
@@ -214,7 +214,9 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
             f"or with two sentences or more ({MIN_QUERIES} needed for either label-free task; "
             f"{counts['title_queries']} and {counts['ict_queries']} found)"
         )
-    return Split(train_path, kind, built["stackoverflow"], tuple(built["beir"]), counts)
+    # `_suite.json` names the files where the root was when they were written: a moved root's, as they are now
+    suite = in_root(root, built["stackoverflow"]), tuple(in_root(root, p) for p in built["beir"])
+    return Split(train_path, kind, *suite, counts)
 
 
 def write_suite(folder: Path, kind: str, held: list[dict], config: HoldoutConfig) -> dict:

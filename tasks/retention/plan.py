@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage.layout import MANIFEST
+from storage.layout import MANIFEST, in_root
 
 DATA_STAGES = ("ingest-file", "ingest", "split", "pair", "shuffle", "keywords")
 DERIVED = ("embed", "embed-index", "bm25-index")  # recomputable from kept outputs: the newest and the one in use stay
@@ -122,13 +122,14 @@ def corpus_of(path: str, outputs: dict[str, Output], seen: frozenset = frozenset
     out = outputs.get(path)
     if out is None or path in seen:
         return "?"
+    root = out.dir.parent.parent  # a held-out split's path, recorded before the root moved, is named as it is now
     if out.stage == "ingest":
         inputs = (out.manifest or {}).get("inputs") or {}
-        return str(inputs.get("path") or inputs.get("name") or "?")
+        return in_root(root, inputs.get("path")) or str(inputs.get("name") or "?")
     for up in depends_on(out):
         if up.startswith(("ingest/", "split/", "pair/")) and up in outputs:
             return corpus_of(up, outputs, seen | {path})
-    return str((out.manifest or {}).get("corpus") or "?")  # keywords record it: a kept prior's inputs are gone
+    return in_root(root, (out.manifest or {}).get("corpus")) or "?"  # keywords record it: a kept prior's inputs gone
 
 
 def last_touched(folder: Path) -> float:
@@ -166,8 +167,9 @@ def made_from(paths: list[str], outputs: dict[str, Output]) -> set[str]:
 
 
 def train_dir_of(export: str, root: Path) -> str | None:
-    """`train/<fp>` of an export folder under this root, else None."""
-    path = Path(export)
+    """`train/<fp>` of an export folder under this root (where it was when the root was elsewhere, too), else
+    None."""
+    path = Path(in_root(root, export))
     try:
         rel = path.relative_to(root)
     except ValueError:
@@ -181,7 +183,7 @@ def output_of(path: str, root: Path) -> str | None:
     if not path or not Path(path).is_absolute():
         return None  # a relative path: relative to where the run started, which is not known here
     try:
-        parts = Path(path).resolve().relative_to(Path(root).resolve()).parts
+        parts = Path(in_root(root, path)).resolve().relative_to(Path(root).resolve()).parts
     except ValueError:
         return None
     return f"{parts[0]}/{parts[1]}" if len(parts) >= 2 and parts[0] not in NOT_STAGES else None
@@ -225,7 +227,8 @@ def unfinished_builds(
     for out in outputs.values():
         inputs = (out.manifest or {}).get("inputs") or {}
         if out.stage == "ingest" and inputs.get("kind") == "folder":
-            folders.setdefault(str(inputs.get("source")), set()).add(str(inputs.get("path")))
+            path = in_root(out.dir.parent.parent, inputs.get("path"))
+            folders.setdefault(str(inputs.get("source")), set()).add(path)
     pending, abandoned = set(), set()
     for out in outputs.values():
         if out.stage not in DATA_STAGES or out.problem:
@@ -433,12 +436,12 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
     slim_records(outputs, config, result)
     # held-out splits: kept while a kept ingest reads their training side
     read = {
-        str((o.manifest or {}).get("inputs", {}).get("path", ""))
+        Path(in_root(root, (o.manifest or {}).get("inputs", {}).get("path", "")))
         for path, o in outputs.items()
         if o.stage == "ingest" and path in result.keep
     }
     for split in sorted((root / "holdout").iterdir()) if (root / "holdout").is_dir() else []:
-        if any(r.startswith(str(split)) for r in read):
+        if any(r == split or split in r.parents for r in read):
             result.keep[f"holdout/{split.name}"] = "the held-out split a kept build reads"
         else:
             result.delete[f"holdout/{split.name}"] = "no kept build reads it"
