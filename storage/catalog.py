@@ -851,6 +851,8 @@ def refresh_catalog(
         stale_wal = path.with_name(path.name + ".wal")  # of a session that was killed (a live one holds the lock)
         same = last is not None and old == _stamps(content[0]) and last.get("tables") == tables
         if same and not stale_wal.exists():
+            if last.get("root") != str(root.resolve()):  # a sidecar from before it named its root: name it
+                _remember_main(path, plan.main_builds, old, tables)
             return plan  # the file already holds exactly these views and tables: nothing to write
         stamps = None
         if old is not None:  # the file the last refresh wrote: update a copy of it
@@ -889,18 +891,25 @@ def _write_file(
         con.close()  # checkpoints: everything is in the file, no WAL left
 
 
-def written_here(root: Path) -> bool:
-    """Whether the catalog was last written by a refresh of this root, here: its views hold absolute paths, so one
-    written before the root was moved (or copied) reads the old place, or fails there."""
-    return (_sidecar(root / CATALOG) or {}).get("root") == str(Path(root).resolve())
+def written_elsewhere(root: Path) -> bool:
+    """Whether the catalog was last written by a refresh of this root where it was before (moved or copied): its
+    views hold absolute paths, so they read the old place, or fail there. The sidecar is read whatever file it
+    was written with (a copy's catalog is another inode); a catalog without one naming a root is not ours to
+    rewrite here (made by hand, or by an older version: the next flow's refresh names it)."""
+    try:
+        recorded = json.loads((root / MAIN).read_text(encoding="utf-8")).get("root")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return recorded is not None and recorded != str(Path(root).resolve())
 
 
 def connect_catalog(root: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """The catalog, refreshed first when it was written elsewhere (`written_here`): a moved root reads as before."""
+    """The catalog, refreshed first when it was written elsewhere (`written_elsewhere`): a moved root reads as
+    before."""
     path = root / CATALOG
     if not path.exists():
         raise FileNotFoundError(f"no catalog at {path}: run a flow first (e.g. `gur demo`)")
-    if not written_here(root):
+    if written_elsewhere(root):
         try:
             refresh_catalog(root)
         except (OSError, duckdb.Error, CatalogBusyError) as exc:  # a read-only copy: its views as they are

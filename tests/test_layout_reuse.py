@@ -88,14 +88,14 @@ def test_the_catalog_of_a_copied_root_is_rewritten_for_its_new_place_before_it_i
     """Its views name absolute paths: read as they are, a copy's would read the original's files (and a moved
     root's, none). The first read here rewrites them; the original is left as it was."""
     from flows.build_pairs import build_pairs
-    from storage.catalog import connect_catalog, written_here
+    from storage.catalog import connect_catalog, written_elsewhere
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), encoding="utf-8")
     root, copy = tmp_path / "data", tmp_path / "copy" / "data"
     build_pairs(input_path=str(corpus), root=str(root), workers=1)
     shutil.copytree(root, copy)
-    assert written_here(root) and not written_here(copy)
+    assert written_elsewhere(copy) and not written_elsewhere(root)
     con = connect_catalog(copy)
     try:
         views = [sql for (sql,) in con.sql("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()]
@@ -103,4 +103,25 @@ def test_the_catalog_of_a_copied_root_is_rewritten_for_its_new_place_before_it_i
     finally:
         con.close()
     assert views and all(str(root) + "/" not in sql for sql in views) and any(str(copy) in sql for sql in views)
-    assert written_here(copy) and written_here(root)
+    assert not written_elsewhere(copy) and not written_elsewhere(root)
+
+
+def test_a_catalog_whose_sidecar_names_no_root_is_read_as_it_is_and_the_next_refresh_names_it(tmp_path):
+    """Written by an earlier version (no `root` in `.catalog-main.json`): read as it is (not ours to rewrite on a
+    read); the next refresh with the same views names the root in the sidecar without rewriting the file."""
+    from flows.build_pairs import build_pairs
+    from storage.catalog import MAIN, connect_catalog, refresh_catalog
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), encoding="utf-8")
+    root = tmp_path / "data"
+    build_pairs(input_path=str(corpus), root=str(root), workers=1)
+    sidecar = json.loads((root / MAIN).read_text(encoding="utf-8"))
+    assert sidecar["root"] == str(root.resolve())
+    (root / MAIN).write_text(json.dumps({k: v for k, v in sidecar.items() if k != "root"}), encoding="utf-8")
+    before = os.stat(root / "catalog.duckdb")
+    connect_catalog(root).close()
+    refresh_catalog(root)
+    after = os.stat(root / "catalog.duckdb")
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert json.loads((root / MAIN).read_text(encoding="utf-8"))["root"] == str(root.resolve())
