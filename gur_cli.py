@@ -65,8 +65,28 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("GUR_DEBUG") == "1":
             raise
-        print(f"gur: error: {error_line(exc)}", file=sys.stderr)
+        print(f"gur: error: {error_line(exc)}{disk_full_hint(exc, args)}", file=sys.stderr)
         return 1
+
+
+def disk_full_hint(exc: BaseException, args) -> str:
+    """For an error a full disk caused (ENOSPC anywhere in its chain, as a library words it): which disk, how
+    full, what to do. Libraries name neither the file's disk nor the fix."""
+    import errno
+
+    seen, chain = set(), exc
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        if getattr(chain, "errno", None) == errno.ENOSPC or "No space left on device" in str(chain):
+            break
+        chain = chain.__cause__ or chain.__context__
+    if chain is None or "no space left on the disk holding" in str(exc):  # none, or the message says it already
+        return ""
+    from storage.disk_space import out_of_space
+    from storage.layout import data_root
+
+    note = out_of_space(data_root(getattr(args, "root", None)), "No space left on device")
+    return f"; {note}; then rerun the same command: finished stages and the last checkpoint are kept"
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from typing import Any
 from prefect import flow
 
 from flows.embed import night_embeddings
+from storage.disk_space import free_bytes, megabytes, training_space
 from storage.layout import data_root
 from storage.stage_output import ref_dir
 from tasks.nightly.champion import read_champion, record_decision, root_lock, set_champion
@@ -124,11 +125,9 @@ def train_candidate(
     """(train output, candidate export, the model it is judged against): warm-started from the champion (the
     configured init, or MiniLM for TFCSG, on the first night)."""
     from flows.train import train_flow
-    from models.encoders import minilm_path
 
     t = cfg.train
-    warm = champion["export"] if champion and (t.method == "tfcsg" or t.init_from) else ""
-    init = warm or t.init_from or (str(minilm_path()) if t.method == "tfcsg" else "")
+    init = start_of(cfg, champion)
     kwargs: dict[str, Any] = {"keywords": data["fingerprint"]} if t.method == "tfcsg" else {"shards": data}
     ref = train_flow(
         method=t.method,
@@ -142,6 +141,43 @@ def train_candidate(
     # A GUR model trained from scratch has no init: its first night is measured against MiniLM, not itself.
     reference = champion["export"] if champion else (init or "minilm")
     return ref, str(ref_dir(base, ref) / "export"), reference
+
+
+def start_of(cfg: NightlyConfig, champion: dict[str, Any] | None) -> str:
+    """The model the candidate trains from: the champion (TFCSG, or a configured init), else the configured
+    init, else MiniLM for TFCSG ("" for a GUR model trained from scratch)."""
+    from models.encoders import minilm_path
+
+    t = cfg.train
+    warm = champion["export"] if champion and (t.method == "tfcsg" or t.init_from) else ""
+    return warm or t.init_from or (str(minilm_path()) if t.method == "tfcsg" else "")
+
+
+def make_room(cfg: NightlyConfig, base: Path, start: str, trained: dict[str, Any]) -> None:
+    """Retention at the start of a night when the disk holding the root has less free space than a candidate
+    writes (`training_space`): a full disk otherwise stops the night in its data stages or its training, and
+    retention only runs at its end. What it freed goes into `trained` (the decision row's `gc`, a failed
+    night's too)."""
+    need, free = training_space(start), free_bytes(base)
+    if free >= need:
+        return
+    low = f"low on space: {megabytes(free)} free on the disk holding {base}; a candidate writes {megabytes(need)}"
+    if not cfg.retention.apply:
+        print(f"{low}, and [retention] apply is off: training may run out of space")
+        return
+    print(f"{low}: retention runs first")
+    done = retention(cfg, base, {})
+    trained.update(gc=f"at the start: {done['gc']}", gc_freed_bytes=done.get("gc_freed_bytes", 0))
+    if (left := free_bytes(base)) < need:
+        print(f"still {megabytes(left)} free after retention: the night may run out of space")
+
+
+def with_early_gc(trained: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:
+    """The night's retention columns: the end's, after what `make_room` freed at the start when it ran."""
+    if "gc" not in trained:
+        return done
+    freed = trained["gc_freed_bytes"] + done.get("gc_freed_bytes", 0)
+    return {"gc": f"{trained['gc']}; at the end: {done['gc']}", "gc_freed_bytes": freed}
 
 
 def retention(cfg: NightlyConfig, base: Path, pending: dict[str, str]) -> dict[str, Any]:
@@ -177,16 +213,17 @@ def _night(cfg: NightlyConfig, base: Path, name: str, trained: dict[str, str]) -
     started = time.time()
     for note in cfg.notes:
         print(note)
+    champion = read_champion(base)
+    make_room(cfg, base, start_of(cfg, champion), trained)  # before the night writes anything
     cfg, suite = gate_suite(cfg, base)
     data = data_stages(cfg, base)
     night = night_data(base, data, started)
-    champion = read_champion(base)
     settings = training_settings(cfg)
     if champion and champion.get("data") == data and champion.get("settings") == settings:
         reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
         row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name, **night}
         row["embedded"] = night_embeddings(base, data, promoted=False)  # new files only: usually a cache hit
-        row.update(retention(cfg, base, {}))  # after embedding: the view's new output is what gc keeps
+        row.update(with_early_gc(trained, retention(cfg, base, {})))  # after embedding: its new output is kept
         record_decision(base, row)
         update_catalog(str(base), [data])
         publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, [], night=night, gc=row["gc"]))
@@ -240,7 +277,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str, trained: dict[str, str]) -
         }
         set_champion(base, pointer)
     row["embedded"] = night_embeddings(base, data, promoted=decision.promote)  # the view switches after a promotion
-    row.update(retention(cfg, base, {candidate: verdict}))  # after embedding: the view's new output is kept
+    row.update(with_early_gc(trained, retention(cfg, base, {candidate: verdict})))  # after embedding, as above
     record_decision(base, row)
     update_catalog(str(base), [data, ref, result["metrics"]])
     names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))

@@ -151,9 +151,15 @@ def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dic
             raise
         code = proc.wait()
     if code != 0:
-        raise RuntimeError(
-            f"training exited with {code} (rerun to resume from the last checkpoint):\n" + "\n".join(tail)
+        from storage.disk_space import out_of_space
+
+        full = out_of_space(out, "\n".join(tail))  # a full disk reads as torch's zip writer failing: say so first
+        then = (
+            f": {full}; then rerun: it resumes from the last checkpoint"
+            if full
+            else " (rerun to resume from the last checkpoint)"
         )
+        raise RuntimeError(f"training exited with {code}{then}:\n" + "\n".join(tail))
     return json.loads((out / "summary.json").read_text())
 
 
