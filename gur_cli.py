@@ -82,10 +82,10 @@ def disk_full_hint(exc: BaseException, args) -> str:
         chain = chain.__cause__ or chain.__context__
     if chain is None or "no space left on the disk holding" in str(exc):  # none, or the message says it already
         return ""
-    from storage.disk_space import out_of_space
+    from storage.disk_space import full_disk
     from storage.layout import data_root
 
-    note = out_of_space(data_root(getattr(args, "root", None)), "No space left on device")
+    note = full_disk(data_root(getattr(args, "root", None)))
     return f"; {note}; then rerun the same command: finished stages and the last checkpoint are kept"
 
 

@@ -203,17 +203,25 @@ MAIN = ".catalog-main.json"  # what `main` shows and a stamp per view, beside th
 SIDECAR_VERSION = 2
 
 
+def _recorded(path: Path) -> dict:
+    """What the last refresh recorded beside the catalog file `path`, whichever file it was written with ({}
+    when there is nothing readable)."""
+    try:
+        data = json.loads((path.parent / MAIN).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _sidecar(path: Path) -> dict | None:
     """What the last refresh recorded beside the catalog (`main`'s builds, a stamp per view), when the catalog
     is still the file it wrote (same inode, mtime and size); None otherwise."""
+    data = _recorded(path)
     try:
-        data = json.loads((path.parent / MAIN).read_text(encoding="utf-8"))
         st = os.stat(path)
-    except (OSError, ValueError):
+    except OSError:
         return None
-    if not isinstance(data, dict) or data.get("catalog") != [st.st_ino, st.st_mtime_ns, st.st_size]:
-        return None
-    return data
+    return data if data.get("catalog") == [st.st_ino, st.st_mtime_ns, st.st_size] else None
 
 
 def _remembered_main(path: Path) -> dict[str, str] | None:
@@ -896,10 +904,7 @@ def written_elsewhere(root: Path) -> bool:
     views hold absolute paths, so they read the old place, or fail there. The sidecar is read whatever file it
     was written with (a copy's catalog is another inode); a catalog without one naming a root is not ours to
     rewrite here (made by hand, or by an older version: the next flow's refresh names it)."""
-    try:
-        recorded = json.loads((root / MAIN).read_text(encoding="utf-8")).get("root")
-    except (OSError, ValueError, AttributeError):
-        return False
+    recorded = _recorded(root / CATALOG).get("root")
     return recorded is not None and recorded != str(Path(root).resolve())
 
 

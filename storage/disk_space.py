@@ -48,6 +48,12 @@ def out_of_space(path: str | os.PathLike, output: str = "") -> str | None:
     usage = shutil.disk_usage(_existing(path))
     if not any(text in output for text in NO_SPACE) and usage.free >= usage.total / 100:
         return None
+    return full_disk(path)
+
+
+def full_disk(path: str | os.PathLike) -> str:
+    """The disk holding `path` named as full: how full, and what to do."""
+    usage = shutil.disk_usage(_existing(path))
     return (
         f"no space left on the disk holding {path} ({megabytes(usage.free)} free of {megabytes(usage.total)}): "
         "free space (`gur gc --apply`; `gur du` shows what the root holds) or move the root to a larger disk"
