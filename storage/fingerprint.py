@@ -9,15 +9,25 @@ import os
 from pathlib import Path
 from typing import Any
 
+# A dataclass field added after outputs were made carries `metadata={HASHED_WHEN_SET: True}`: it is left out of
+# the canonical form while it holds its default, so every output made before the field existed keeps its
+# fingerprint (and its folder); set to anything else, it is part of it.
+HASHED_WHEN_SET = "hashed_when_set"
+
 
 def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no whitespace; dataclasses and paths become plain values."""
+    """JSON with sorted keys and no whitespace; dataclasses and paths become plain values (a `HASHED_WHEN_SET`
+    field at its default is left out)."""
     return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            f.name: _plain(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not (f.metadata.get(HASHED_WHEN_SET) and getattr(value, f.name) == f.default)
+        }
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
