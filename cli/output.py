@@ -57,4 +57,9 @@ def report(root: Path, result: dict[str, dict[str, str]]) -> None:
         rows = ", ".join(f"{k}={v}" for k, v in manifest["rows"].items())
         drops = ", ".join(f"{k}={v}" for k, v in manifest["drops"].items() if v) or "none"
         print(f"  {name:<10} {ref_dir(root, ref)}  rows: {rows}  drops: {drops}")
+        if name == "documents":
+            from tasks.ingest.read_summary import summary_lines
+
+            for line in summary_lines(manifest):
+                print(f"  {'':<10} {line}")
     print(f"  catalog    {root / 'catalog.duckdb'}")

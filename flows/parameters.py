@@ -22,7 +22,7 @@ from tasks.runtime.parameters import NO_OPTION, RunOptions, config_values, dask_
 from tasks.shuffle.phases import ShuffleConfig
 from tasks.split.sentences import SplitConfig
 
-READER_OPTIONS = ("format", "text_field", "title_field", "id_field")  # what `gur demo` leaves to the dump
+READER_OPTIONS = ("format", "text_field", "title_field", "id_field", "unit")  # what `gur demo` leaves to the dump
 UNITS = ("documents", "sentences")  # mine-keywords: rows to model
 WORKERS_OF_DASK = "workers of a local --dask cluster (default: all cores)"
 
@@ -46,14 +46,15 @@ class BuildPairsParams:
 
     input_path: str | None = param(
         None,
-        "corpus: a file (.jsonl, .parquet, .csv/.tsv, a .xml MediaWiki dump, plain text; gzip/bz2/zstd too) "
-        "or a folder of such files in any mix and depth",
+        "corpus: a file (.jsonl, .parquet, .csv/.tsv, a .xml MediaWiki dump, .html, .warc, .pdf, .md, .rst, "
+        "plain text; gzip/bz2/zstd too) or a folder of such files in any mix and depth",
         cli={"flags": ("input_path",), "metavar": "input"},
     )
     format: str = setting(ReaderConfig, "format")
     text_field: str = setting(ReaderConfig, "text_field")
     title_field: str = setting(ReaderConfig, "title_field")
     id_field: str = setting(ReaderConfig, "id_field")
+    unit: str = setting(ReaderConfig, "unit")
     source_name: str = setting(IngestConfig, "source_name")
     max_doc_bytes: int = setting(ReaderConfig, "max_doc_bytes")
     docs_per_shard: int = setting(IngestConfig, "docs_per_shard")

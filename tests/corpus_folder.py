@@ -88,7 +88,7 @@ def write_mixed_folder(folder: Path, per_file: int = 6) -> dict[str, int]:
         "g.jsonl.gz": gzip.compress(jsonl_bytes(next(batches))),
         "h.tsv.bz2": bz2.compress(delimited_bytes(next(batches), "\t")),
         "i.csv.zst": zstd(delimited_bytes(next(batches), ",")),
-        "notes/readme.md": text_doc["text"].encode(),
+        "notes/readme.txt": text_doc["text"].encode(),
         "notes/packed.txt.gz": gzip.compress(docs(1, 998)[0]["text"].encode()),
         "no_text_column.tsv": delimited_bytes(next(batches), "\t", columns=("id", "title")),
         "z_copy.jsonl": jsonl_bytes(docs(per_file, 0)[:2]),  # two documents a.jsonl already holds
@@ -98,6 +98,6 @@ def write_mixed_folder(folder: Path, per_file: int = 6) -> dict[str, int]:
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_bytes(data)
     records = {rel: per_file for rel in files}
-    records.update({"notes/readme.md": 1, "notes/packed.txt.gz": 1, "no_text_column.tsv": 1, "z_copy.jsonl": 2})
+    records.update({"notes/readme.txt": 1, "notes/packed.txt.gz": 1, "no_text_column.tsv": 1, "z_copy.jsonl": 2})
     records[".DS_Store"] = 1
     return records

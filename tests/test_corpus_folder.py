@@ -65,7 +65,7 @@ def test_every_format_in_one_folder_is_the_union_of_each_file_read_alone(tmp_pat
     assert {rel: f["records"] for rel, f in per_file.items()} == records
     assert per_file["f.xml"]["format"] == "mediawiki" and per_file["e.parquet"]["format"] == "parquet"
     assert per_file["i.csv.zst"]["format"] == "csv" and per_file["h.tsv.bz2"]["format"] == "tsv"
-    assert per_file["b/wiki2txt-output.txt"]["format"] == "jsonl" and per_file["notes/readme.md"]["format"] == "text"
+    assert per_file["b/wiki2txt-output.txt"]["format"] == "jsonl" and per_file["notes/readme.txt"]["format"] == "text"
     for rel in ("a.jsonl", "b/wiki2txt-output.txt", "c.csv", "d.tsv", "e.parquet", "f.xml", "g.jsonl.gz"):
         assert per_file[rel]["documents"] == 6, rel
     assert per_file["z_copy.jsonl"] | {"documents": 0, "duplicates_across_files": 2} == per_file["z_copy.jsonl"]

@@ -17,7 +17,7 @@ import pyarrow as pa
 import xxhash
 
 from storage.shards import shard_done, sweep_temporaries, write_shard, write_shard_stats
-from tasks.ingest.readers import ReaderConfig, Record, Reject, read_corpus
+from tasks.ingest.readers import ReaderConfig, Record, Reject, Tally, read_corpus
 from tasks.ingest.seen_keys import SeenKeys
 
 INGEST_CODE_VERSION = "ingest_v2"  # v2: compressed input by magic bytes, hidden-file rejects, coerced fields
@@ -73,6 +73,7 @@ class _ShardBuffer:
         self.rejects: dict[str, list] = {name: [] for name in REJECTS_SCHEMA.names}
         self.reasons: dict[str, int] = {}
         self.coerced: dict[str, int] = {}
+        self.tallies: dict[str, int] = {}  # the page readers' counts: pages, sections, drop:<reason>
 
     def __len__(self) -> int:
         return len(self.docs["doc_id"])
@@ -101,7 +102,7 @@ def ingest_corpus(
     `out_dir`; returns summed counts (see `write_documents`)."""
     path = Path(path)
     source = config.source_name or default_source_name(path)
-    return write_documents(read_corpus(path, config.reader), source, config, out_dir, on_record)
+    return write_documents(read_corpus(path, config.reader, tallies=True), source, config, out_dir, on_record)
 
 
 def write_documents(
@@ -111,7 +112,8 @@ def write_documents(
     out_dir: Path,
     on_record: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
-    """Write `documents` and `rejects` shards into `out_dir`; returns summed counts.
+    """Write `documents` and `rejects` shards into `out_dir`; returns summed counts. A `Tally` (a page
+    reader's count) goes into the shard's stats under its own key.
 
     Shard `i` holds the next `docs_per_shard` documents (fewer once they reach `shard_chars`);
     the rejects met while filling it go to rejects shard `i`. Finished shards (marker present)
@@ -132,6 +134,7 @@ def write_documents(
             stats = {"documents": len(buffer), "rejects": len(buffer.rejects["reason"])}
             stats.update({f"reject:{k}": v for k, v in buffer.reasons.items()})
             stats.update({f"coerced:{k}": v for k, v in buffer.coerced.items()})
+            stats.update(buffer.tallies)
             write_shard(out_dir, index, rejects, table_name="rejects")
             write_shard_stats(out_dir, index, stats)
             write_shard(out_dir, index, docs)
@@ -141,6 +144,9 @@ def write_documents(
         index += 1
 
     for item in items:
+        if isinstance(item, Tally):
+            buffer.tallies[item.key] = buffer.tallies.get(item.key, 0) + item.n
+            continue
         if isinstance(item, Reject):
             buffer.add_reject(source, item)
         else:
@@ -149,7 +155,7 @@ def write_documents(
             on_record(1)
         if len(buffer) >= config.docs_per_shard or buffer.chars >= config.shard_chars:
             flush()
-    if len(buffer) or index == 0 or buffer.rejects["reason"]:
+    if len(buffer) or index == 0 or buffer.rejects["reason"] or buffer.tallies:
         flush()
     totals["shards"] = index
     return totals

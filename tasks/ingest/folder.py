@@ -46,6 +46,7 @@ from tasks.runtime.map_shards import workers_paid_for
 FILE_CODE_VERSION = "ingest_file_v1"
 FOLDER_CODE_VERSION = "ingest_folder_v2"  # v2: units.parquet (an older output lacks it: not a cold build's bytes)
 UNIT_STAGE = "ingest-file"
+PAGE_COUNTS = ("pages", "sections")
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def ingest_file(unit: FileUnit, config: IngestConfig, source: str, out_dir: Path
     """One file's `documents` and `rejects` shards (duplicates within the file are rejects here)."""
     file = CorpusFile(Path(unit.path), unit.rel, unit.hidden)
     forced = config if unit.format == "unreadable" else _forced(config, unit.format)
-    return write_documents(read_member(file, forced.reader), source, forced, out_dir)
+    return write_documents(read_member(file, forced.reader, tallies=True), source, forced, out_dir)
 
 
 def _forced(config: IngestConfig, fmt: str) -> IngestConfig:
@@ -287,7 +288,8 @@ def assemble_folder(
                 "duplicate_locations": duplicate_locations,
             }
         )
-        reasons = {k.removeprefix("reject:"): v for k, v in counts.items() if k.startswith("reject:")}
+        # Rejects by reason, and what a page reader dropped without a reject (a WARC's non-page records).
+        reasons = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith(("reject:", "drop:"))}
         if dropped:
             reasons["duplicate_document"] = reasons.get("duplicate_document", 0) + dropped
         for reason, n in reasons.items():
@@ -301,6 +303,7 @@ def assemble_folder(
                 "documents": documents,
                 "rejects": rejects,
                 "duplicates_across_files": dropped,
+                **{k: counts[k] for k in PAGE_COUNTS if k in counts},  # page formats: pages and sections read
             }
         )
     if duplicate_rows["reason"] or rejects_index == 0:

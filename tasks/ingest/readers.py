@@ -5,8 +5,9 @@ by the corpus size. Record-level problems become `Reject`s with a `file:line` lo
 problems that make a whole file unreadable raise `CorpusError` naming the file.
 
 A folder is a corpus of files, each read by its own format (`corpus_files`, `file_format`):
-JSONL, CSV, TSV, Parquet and MediaWiki files by their name or first bytes, any other file as one
-plain-text document, any of them gzip/bz2/zstd-compressed. `ReaderConfig.format` forces one
+JSONL, CSV, TSV, Parquet and MediaWiki files, and the page formats (HTML, WARC, PDF, Markdown, reST:
+`tasks/ingest/page_readers.py`, a document per section) by their name or first bytes, any other file as
+one plain-text document, any of them gzip/bz2/zstd-compressed. `ReaderConfig.format` forces one
 format for every file (`textdir`: every file is one text document).
 """
 
@@ -22,12 +23,18 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from xml.etree.ElementTree import ParseError, iterparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-FORMATS = ("jsonl", "wiki2txt", "parquet", "csv", "tsv", "textdir", "mediawiki")
+from storage.fingerprint import HASHED_WHEN_SET
+
+# Formats read as pages of headed sections (`ReaderConfig.unit`), by `tasks/ingest/page_readers.py`.
+PAGE_FORMATS = ("html", "warc", "pdf", "markdown", "rst")
+FORMATS = ("jsonl", "wiki2txt", "parquet", "csv", "tsv", "textdir", "mediawiki", *PAGE_FORMATS)
+UNITS = ("section", "page")
 # Formats whose records have named fields (`--text-field` and friends apply to them).
 STRUCTURED = ("jsonl", "wiki2txt", "parquet", "csv", "tsv")
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".zst", ".zstd")
@@ -53,6 +60,19 @@ class ReaderConfig:
     id_field: str = field(default="id", metadata={"help": "field/column with the source id"})
     max_doc_bytes: int = field(default=8_000_000, metadata={"help": "reject larger documents"})
     textdir_title: str = "filename"  # "filename", "first_line" or "none"
+    unit: str = field(
+        default="section",
+        metadata={
+            "help": "HTML, WARC, PDF, Markdown, reST: one document per h1-h3 section (PDF: outline section), "
+            "or per page (file; WARC: response)",
+            "choices": UNITS,
+            HASHED_WHEN_SET: True,  # added later: at its default, fingerprints made before it stand
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"unit {self.unit!r}: expected one of {', '.join(UNITS)}")
 
 
 @dataclass(frozen=True)
@@ -80,6 +100,16 @@ class Reject:
     detail: str
 
 
+@dataclass(frozen=True)
+class Tally:
+    """Something a page reader counted that is no record and no reject: a page read (`pages`), a WARC record
+    that is not an HTML page (`drop:<reason>`). Summed into the manifest; `read_member` passes tallies on
+    only when asked (`tallies=True`), so a caller that wants records and rejects never sees one."""
+
+    key: str
+    n: int = 1
+
+
 def format_from_name(name: str) -> str | None:
     """The format a file name says (a compression suffix is looked through), else None."""
     name = name.lower()
@@ -92,20 +122,42 @@ def format_from_name(name: str) -> str | None:
             return fmt
     if name.endswith((".tsv", ".tab")):
         return "tsv"
+    for suffixes, fmt in PAGE_SUFFIXES:
+        if name.endswith(suffixes):
+            return fmt
     return None
+
+
+PAGE_SUFFIXES = (
+    ((".html", ".htm", ".xhtml"), "html"),
+    ((".warc",), "warc"),
+    ((".pdf",), "pdf"),
+    ((".md", ".markdown"), "markdown"),
+    ((".rst", ".rst.txt"), "rst"),
+)
+_HTML_START = re.compile(rb"^(?:\xef\xbb\xbf)?\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html[\s>])", re.I | re.S)
 
 
 def format_from_bytes(path: Path) -> str | None:
     """The format the first bytes say (after decompression), else None."""
     with open(path, "rb") as raw:
-        if raw.read(4) == b"PAR1":
-            return "parquet"
+        magic = raw.read(5)
+    if magic.startswith(b"PAR1"):
+        return "parquet"
+    if magic == b"%PDF-":
+        return "pdf"
     with _open_binary(path) as stream:
         head = stream.read(512).lstrip()
     if head.startswith(b"<mediawiki") or (head.startswith(b"<?xml") and b"<mediawiki" in head):
         return "mediawiki"
     if head.startswith(b"{"):
         return "jsonl"
+    if head.startswith(b"WARC/"):
+        return "warc"
+    if head.startswith(b"%PDF-"):
+        return "pdf"
+    if _HTML_START.match(head) or (head.startswith(b"<?xml") and b"<html" in head):
+        return "html"
     return None
 
 
@@ -150,20 +202,31 @@ def corpus_files(folder: Path) -> list[CorpusFile]:
     return sorted(files, key=lambda f: f.rel)
 
 
-def read_corpus(path: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
-    """Every record of a file, or of every file of a folder in sorted order (each by its own format)."""
+def read_corpus(path: Path, config: ReaderConfig, tallies: bool = False) -> Iterator[Record | Reject]:
+    """Every record of a file, or of every file of a folder in sorted order (each by its own format);
+    `tallies`: the page readers' `Tally` items too (ingest counts them)."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: no such file or folder")
     if path.is_dir():
-        return read_folder(path, config)
+        return read_folder(path, config, tallies)
     fmt = detect_format(path) if config.format == "auto" else config.format
-    return read_file(path, config, fmt)
+    items = read_file(path, config, fmt)
+    return items if tallies else without_tallies(items)
+
+
+def without_tallies(items: Iterator[Any]) -> Iterator[Record | Reject]:
+    return (item for item in items if not isinstance(item, Tally))
 
 
 def read_file(path: Path, config: ReaderConfig, fmt: str, label: str | None = None) -> Iterator[Record | Reject]:
-    """Dispatch one file to the reader for `fmt`; `label` names it in locations (default: the path)."""
+    """Dispatch one file to the reader for `fmt`; `label` names it in locations (default: the path).
+    A page format's reader also yields `Tally` items."""
     label = str(path) if label is None else label
+    if fmt in PAGE_FORMATS:
+        from tasks.ingest.page_readers import read_pages
+
+        return read_pages(path, config, fmt, label)
     if fmt in ("jsonl", "wiki2txt"):
         return read_jsonl(path, config, label)
     if fmt == "parquet":
@@ -177,22 +240,27 @@ def read_file(path: Path, config: ReaderConfig, fmt: str, label: str | None = No
     raise CorpusError(f"{path}: unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-def read_folder(folder: Path, config: ReaderConfig) -> Iterator[Record | Reject]:
+def read_folder(folder: Path, config: ReaderConfig, tallies: bool = False) -> Iterator[Record | Reject]:
     """The records of every file of `folder`, in sorted order, each file by its own format; locations
     are relative to the folder. A hidden file is a reject; so is a file no reader can open (the message
     names it), so one bad file of many never hides the others."""
     for file in corpus_files(folder):
-        yield from read_member(file, config)
+        yield from read_member(file, config, tallies)
 
 
-def read_member(file: CorpusFile, config: ReaderConfig) -> Iterator[Record | Reject]:
-    """One file of a corpus folder as records and rejects; never raises `CorpusError`."""
+def read_member(file: CorpusFile, config: ReaderConfig, tallies: bool = False) -> Iterator[Record | Reject]:
+    """One file of a corpus folder as records and rejects (and `Tally` items when `tallies`); never raises
+    `CorpusError`."""
     if file.hidden:
         yield Reject(f"{file.rel}:1", "hidden_file", "a dot-named file or folder is not read as a document")
         return
     last = ""  # the location of the last item read: a file that breaks mid-way is rejected where it broke
     try:
         for item in read_file(file.path, config, file_format(file.path, config.format), label=file.rel):
+            if isinstance(item, Tally):
+                if tallies:
+                    yield item
+                continue
             last = item.location
             yield item
     except CorpusError as exc:

@@ -20,6 +20,7 @@ from storage.stage_output import StageOutput
 from tasks.ingest.documents import INGEST_CODE_VERSION, IngestConfig, default_source_name, ingest_corpus
 from tasks.ingest.folder import (
     FOLDER_CODE_VERSION,
+    PAGE_COUNTS,
     assemble_folder,
     build_units,
     corpus_delta,
@@ -28,6 +29,8 @@ from tasks.ingest.folder import (
     plan_folder,
     unit_dirs,
 )
+from tasks.ingest.read_summary import format_counts, markup_check
+from tasks.ingest.readers import detect_format
 from tasks.runtime.stage_cache import STAGE_TASK
 
 TABLES = {"documents": "part-*.parquet", "rejects": "rejects/part-*.parquet"}
@@ -72,6 +75,10 @@ def ingest(input_path: str, config: IngestConfig, root: str, workers: int = 0) -
     ingest_corpus(Path(input_path), config, out.dir, on_record=progress.update)
     stats = sum_shard_stats(out.dir)
     progress.close(documents=stats.get("documents", 0), rejects=stats.get("rejects", 0))
+    fmt = detect_format(Path(input_path)) if config.reader.format == "auto" else config.reader.format
+    read = {"format": fmt, "documents": stats.get("documents", 0), **{k: stats[k] for k in PAGE_COUNTS if k in stats}}
+    markup = markup_check(out.dir)
+    _warn_markup(logger, markup)
     return out.finish(
         code_version=INGEST_CODE_VERSION,
         config=config,
@@ -79,8 +86,12 @@ def ingest(input_path: str, config: IngestConfig, root: str, workers: int = 0) -
         upstream=[],
         tables=TABLES,
         rows={"documents": stats.get("documents", 0), "rejects": stats.get("rejects", 0)},
-        drops={k.removeprefix("reject:"): v for k, v in stats.items() if k.startswith("reject:")},
-        extra={"coerced": {k.removeprefix("coerced:"): v for k, v in stats.items() if k.startswith("coerced:")}},
+        drops={k.split(":", 1)[1]: v for k, v in stats.items() if k.startswith(("reject:", "drop:"))},
+        extra={
+            "coerced": {k.removeprefix("coerced:"): v for k, v in stats.items() if k.startswith("coerced:")},
+            "formats": format_counts([read]),
+            "markup": markup,
+        },
     )
 
 
@@ -104,6 +115,8 @@ def ingest_folder(folder: Path, config: IngestConfig, root: str, workers: int, l
         list(zip(units, unit_dirs(units, config, source, out.root), strict=True)), out.dir, source, before
     )
     delta = corpus_delta(previous.get("corpus_files") if previous else None, merged["files"])
+    markup = markup_check(out.dir)
+    _warn_markup(logger, markup)
     logger.info(
         "ingest: %s: %d files (%d new, %d changed, %d removed since the last build), %d read, %d reused; "
         "%d documents, %d rejects",
@@ -130,8 +143,18 @@ def ingest_folder(folder: Path, config: IngestConfig, root: str, workers: int, l
             "corpus_files": merged["files"],
             "delta": {**delta, "previous": previous["fingerprint"] if previous else None},
             "file_work": {"read": computed, "reused": len(units) - computed},
+            "formats": format_counts(merged["files"]),
+            "markup": markup,
         },
     )
+
+
+def _warn_markup(logger: logging.Logger, markup: dict) -> None:
+    if markup["warn"]:
+        logger.warning(
+            "ingest: %d of %d sampled documents look like markup: %s", markup["markup"], markup["sampled"],
+            ", ".join(markup["files"]),
+        )  # fmt: skip
 
 
 def previous_folder_build(root: Path, folder: str, fingerprint: str) -> dict | None:

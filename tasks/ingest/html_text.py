@@ -1,0 +1,106 @@
+"""An HTML page -> its own title and its prose, cut into sections at its h1-h3 headings.
+
+    page = html_page(data, declared)     # Page(title, sections), navigation, scripts, code dropped; the charset
+                                         # from a BOM, else `declared` (HTTP), else <meta>, else detected
+
+The main content is resiliparse's (`extract_plain_text(main_content=True)`: it drops navigation, headers,
+footers, sidebars, scripts and styles by element and class), in its minimal-HTML form, whose heading lines
+say where each section starts; `<pre>` blocks are skipped (code is not prose). A section's text runs to the
+next h1-h3 heading; deeper headings stay in it as lines. Sections do not nest: a document never repeats the
+text of another, so the held-out split (a hash of each document's text) never has a sentence on both sides.
+"""
+
+from __future__ import annotations
+
+import codecs
+import html
+import re
+from dataclasses import dataclass
+
+from tasks.ingest.markup_text import MAX_LEVEL, Section, sections_from_blocks
+
+SKIPPED = ("pre",)  # code is not prose
+_HEADING = re.compile(r"^\s*<h([1-6])>(.*)</h\1>\s*$")
+_TAG = re.compile(r"<[^>]*>")
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+_BLANKS = re.compile(r"[ \t\u00a0]+")
+
+
+@dataclass(frozen=True)
+class Page:
+    title: str | None
+    sections: list[Section]
+
+
+def charset_of(data: bytes, declared: str | None = None) -> str:
+    """The page's charset: a byte order mark, else `declared` (a WARC record's HTTP header), else a
+    `<meta charset>` in the first 4 KB, else UTF-8 when the bytes are UTF-8, else detected (resiliparse)."""
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            return name
+    for name in (declared, _meta_charset(data[:4096])):
+        if name and _known(name):
+            return _known(name)
+    try:
+        data.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError:
+        from resiliparse.parse.encoding import detect_encoding
+
+        return _known(detect_encoding(data)) or "cp1252"
+
+
+def _meta_charset(head: bytes) -> str | None:
+    found = _META_CHARSET.search(head)
+    return found.group(1).decode("ascii") if found else None
+
+
+def _known(name: str) -> str | None:
+    try:
+        found = codecs.lookup(name.strip().lower()).name
+    except LookupError:
+        return None
+    # What browsers do (WHATWG): a page that says latin-1 or ascii is read as windows-1252.
+    return "cp1252" if found in ("latin-1", "iso8859-1", "ascii") else found
+
+
+def html_page(data: bytes, declared: str | None = None) -> Page:
+    """The page's title (the main content's first h1, else `<title>`) and its sections (`sections_from_blocks`),
+    read in its own charset (`charset_of`; undecodable bytes are replaced)."""
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
+    tree = HTMLTree.parse_from_bytes(data, charset_of(data, declared), errors="replace")
+    if tree.body is None:
+        return Page(_heading_text(tree.title or "") or None, [])
+    minimal = extract_plain_text(
+        tree,
+        main_content=True,
+        preserve_formatting="minimal_html",  # headings stay <h1>-<h6> lines: where sections start
+        alt_texts=False,
+        links=False,
+        list_bullets=False,
+        skip_elements=list(SKIPPED),
+    )
+    blocks: list[tuple[int, str]] = []
+    for line in minimal.splitlines():
+        heading = _HEADING.match(line)
+        level = int(heading.group(1)) if heading else 0
+        text = _clean(html.unescape(_TAG.sub(" ", heading.group(2) if heading else line)))
+        if level:
+            text = _heading_text(text)
+        if text:
+            blocks.append((level if level <= MAX_LEVEL else 0, text))
+    first_h1 = next((text for level, text in blocks if level == 1), None)  # in the main content, not a banner
+    title = first_h1 or _heading_text(tree.title or "") or None
+    return Page(title, sections_from_blocks(blocks))
+
+
+def _clean(line: str) -> str:
+    return _BLANKS.sub(" ", line).strip()
+
+
+def _heading_text(text: str) -> str:
+    """A heading without the permalink sign that documentation generators put after it."""
+    return _clean(text).rstrip("¶#").strip()
