@@ -13,7 +13,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -52,6 +54,22 @@ def wait_until(check, timeout: float, what: str, logs: Path):
     raise TimeoutError(f"{what}; logs:\n" + "\n".join(p.read_text()[-3000:] for p in sorted(logs.glob("*.log"))))
 
 
+def cron_far_from_now(timezone: str, now: datetime | None = None) -> str:
+    """A daily cron 12 hours from now in `timezone`: it cannot fire while the test runs (a fixed `30 3 * * *`
+    fired during a run at 02:30 UTC, took the new file, and the next triggered night found nothing new)."""
+    later = (now or datetime.now(ZoneInfo(timezone))).astimezone(ZoneInfo(timezone)) + timedelta(hours=12)
+    return f"{later.minute} {later.hour} * * *"
+
+
+def test_the_schedule_never_falls_within_the_test():
+    for hour, minute in [(3, 30), (3, 29), (15, 30), (23, 59), (0, 0)]:
+        now = datetime(2026, 11, 28, hour, minute, tzinfo=ZoneInfo("Europe/Berlin"))
+        minute_of, hour_of, *_ = cron_far_from_now("Europe/Berlin", now).split()
+        fires = now.replace(hour=int(hour_of), minute=int(minute_of))
+        gap = min((fires - now) % timedelta(days=1), (now - fires) % timedelta(days=1))
+        assert gap >= timedelta(hours=11), (now, fires)
+
+
 @pytest.mark.slow
 def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path, migrated_prefect_db):
     rows = titles(700)  # as test_nightly: a held-out share large enough for the paired test to see the gain
@@ -65,6 +83,7 @@ def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path, migrated_p
 
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"
+    cron = cron_far_from_now("Europe/Berlin")
     env = {
         **os.environ,
         "PREFECT_HOME": str(fresh_prefect_home(tmp_path / "prefect-home", migrated_prefect_db)),
@@ -74,7 +93,7 @@ def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path, migrated_p
         "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "1",
         # a run refused by the deployment's concurrency limit is retried after 2 s, not the default 30 s
         "PREFECT_SERVER_DEPLOYMENTS_CONCURRENCY_SLOT_WAIT_SECONDS": "2",
-        "GUR_NIGHTLY_CRON": "30 3 * * *",
+        "GUR_NIGHTLY_CRON": cron,
         "GUR_NIGHTLY_TZ": "Europe/Berlin",
         "PYTHONPATH": str(REPO),
     }
@@ -101,7 +120,7 @@ def test_served_schedule_triggered_runs_and_an_interval_run(tmp_path, migrated_p
         wait_for(url, 120, serve)
         deployment = api_get(url)
         schedule = deployment["schedules"][0]["schedule"]
-        assert (schedule["cron"], schedule["timezone"]) == ("30 3 * * *", "Europe/Berlin")
+        assert (schedule["cron"], schedule["timezone"]) == (cron, "Europe/Berlin")
         assert deployment["global_concurrency_limit"]["limit"] == 1
 
         # the first night, triggered by hand, promotes; then two runs at once: they never overlap
