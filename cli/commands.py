@@ -283,12 +283,14 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 def cmd_models(args: argparse.Namespace) -> int:
     from storage.layout import data_root
-    from tasks.nightly.champion import history, read_champion
+    from tasks.nightly.champion import history, model_in_use, read_champion
 
     root = data_root(args.root)
     champion = read_champion(root)
     if champion is None:
-        print(f"no champion yet under {root / 'models'} (run `gur nightly` or `gur promote EXPORT`)")
+        model, what = model_in_use(root)
+        print(f"no champion yet under {root / 'models'}: in use is {what}: {model}")
+        print("(embed, search and the search page use it; a night promotes a candidate only past its gate)")
         return 0
     print(f"champion #{champion['number']}: {champion['export']}")
     rows = []
@@ -351,7 +353,16 @@ def cmd_embed(args: argparse.Namespace) -> int:
     print(f"  model   {result['model']} ({result['why']})")
     print(f"  output  {ref_dir(root, result['embeddings'])}")
     if not args.sentences:
-        query = "SELECT doc_id, title, len(embedding) AS dim, model FROM embeddings JOIN documents USING (doc_id)"
+        from tasks.embed.outputs import documents_of
+        from tasks.embed.search import documents_glob
+
+        # the documents these vectors were made from (on a nightly root the whole corpus, while the catalog's
+        # `documents` view shows the training side of the night's build)
+        docs = documents_glob(root, documents_of(root, result["embeddings"]))
+        query = (
+            "SELECT doc_id, title, len(embedding) AS dim, model FROM embeddings "
+            f"JOIN read_parquet('{docs}') USING (doc_id)"
+        )
         print(f'\n$ gur sql "{query}"')
         print(run_sql(root, query, 3))
         print('\nSearch it: gur search "your query"   (or gur search-page)')
@@ -378,9 +389,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_search_page(args: argparse.Namespace) -> int:
     from storage.layout import data_root
-    from tasks.embed.page import SearchPage, make_server
+    from tasks.embed.page import SearchPage, make_server, talk
 
-    page = SearchPage.open(data_root(args.root), k=args.k)
+    with talk():  # what it prepares, and how far (embedding a start model can take minutes)
+        page = SearchPage.open(data_root(args.root), k=args.k)
     server = make_server(page, args.port)
     host, port = server.server_address[:2]
     columns = ", ".join(label for label, *_ in page.columns)

@@ -429,7 +429,7 @@ def parse_embed(add: Add) -> None:
         "model",
         nargs="?",
         default=None,
-        help="minilm or a model folder (default: the champion, else the newest train export)",
+        help="minilm or a model folder (default: the model in use: the champion, else the start model)",
     )
     embed.add_argument("--documents", default=None, help="an ingest fingerprint (default: the catalog's documents)")
     embed.add_argument(

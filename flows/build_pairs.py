@@ -79,6 +79,17 @@ def build_pairs(**params: Any) -> dict[str, dict[str, str]]:
     return refs
 
 
+def corpus_documents(root: str, **params: Any) -> dict[str, str]:
+    """The ingest stage alone over a corpus (`BuildPairsParams` fields), in the calling flow: every document the
+    folder yields, as build-pairs reads it (cached per file). The nightly job embeds these for search, held-out
+    documents included."""
+    configs = stage_configs(**params)
+    base = data_root(root)
+    documents = run_stage(ingest, base, input_path=str(Path(params["input_path"]).resolve()), config=configs.ingest)
+    require_documents(base, documents, False)
+    return documents
+
+
 def stage_configs(**params: Any) -> StageConfigs:
     """The four stage configs of a build-pairs run from its parameters (any of `BuildPairsParams`, the others
     default); raises ValueError on a bad value before anything runs (the CLI calls it before Prefect starts)."""

@@ -17,7 +17,7 @@ from storage.builds_lock import holds_root
 from storage.layout import data_root
 from storage.stage_output import ref_manifest, stage_ref
 from tasks.embed.model_choice import choose_model
-from tasks.embed.outputs import current_documents, documents_of, set_active
+from tasks.embed.outputs import current_documents, set_active
 from tasks.embed.task import embed, embed_index
 from tasks.embed.vectors import EmbedConfig
 from tasks.runtime.catalog import update_catalog
@@ -34,10 +34,11 @@ def embed_flow(
     activate: bool = True,
     root: str | None = None,
 ) -> dict[str, Any]:
-    """Embed the documents' title + text with `model` (minilm or a model folder; default: the champion, else
-    the newest train export). `documents`: an ingest fingerprint (default: the catalog's documents).
-    `unit="sentences"` embeds the build's sentences instead (table `sentence_embeddings`). `activate`: make
-    the output the `embeddings` view (documents only). Returns the output's reference and what it did."""
+    """Embed the documents' title + text with `model` (minilm or a model folder; default: the model in use, the
+    champion, else the start model a night recorded, else MiniLM). `documents`: an ingest fingerprint (default:
+    the catalog's documents). `unit="sentences"` embeds the build's sentences instead (table
+    `sentence_embeddings`). `activate`: make the output the `embeddings` view (documents only). Returns the
+    output's reference and what it did."""
     base, started = data_root(root), time.time()
     chosen = choose_model(base, model)
     upstream = stage_ref("ingest", documents) if documents else current_documents(base)
@@ -86,19 +87,17 @@ def run_note(base, ref: dict[str, str], started: float) -> str:
     )
 
 
-def night_embeddings(base, data: dict[str, str], promoted: bool) -> str:
-    """The nightly hook: the champion over the night's documents. After a promotion the new champion embeds
-    everything (a new model fingerprint) and the view switches; otherwise only new files' shards are embedded.
-    Returns the decision row's `embedded` note; an error is the note, never the night's failure."""
-    from tasks.nightly.champion import read_champion
+def night_embeddings(base, documents: dict[str, str], promoted: bool) -> str:
+    """The nightly hook: the model in use (the champion, else the start model) over every document of the corpus,
+    held-out ones included (`documents`: an ingest output of the whole folder). After a promotion the new champion
+    embeds everything (a new model fingerprint) and the view switches; otherwise only new files' shards are
+    embedded. Returns the decision row's `embedded` note; an error is the note, never the night's failure."""
+    from tasks.nightly.champion import model_in_use
 
-    champion = read_champion(base)
-    if champion is None:
-        return "skipped: no champion yet"
+    model, what_model = model_in_use(base)
     try:
-        documents = documents_of(base, data)["fingerprint"]
-        result = embed_flow(model=champion["export"], documents=documents, root=str(base))
+        result = embed_flow(model=model, documents=documents["fingerprint"], root=str(base))
     except Exception as exc:  # the decision stands; `gur embed` retries
         return f"failed: {type(exc).__name__}: {exc}"[:500]
-    what = "re-embedded for the new champion" if promoted else "champion unchanged"
+    what = "re-embedded for the new champion" if promoted else f"{what_model} unchanged"
     return f"{what}: {result['note']}"

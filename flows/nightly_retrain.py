@@ -34,7 +34,7 @@ from flows.embed import night_embeddings
 from storage.disk_space import free_bytes, megabytes, training_space
 from storage.layout import data_root
 from storage.stage_output import ref_dir
-from tasks.nightly.champion import read_champion, record_decision, root_lock, set_champion
+from tasks.nightly.champion import read_champion, record_decision, record_start, root_lock, set_champion
 from tasks.nightly.config import CONFIG_NAME, NightlyConfig, load_nightly_config
 from tasks.nightly.holdout import gate_suite
 from tasks.nightly.report import (
@@ -50,7 +50,8 @@ from tasks.runtime.catalog import update_catalog
 
 
 def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, str]:
-    """The training input for the method: a keywords output (tfcsg) or a shuffle output (gur)."""
+    """The training input for the method: a keywords output (tfcsg), the documents' sentences (documents: a
+    split output) or a shuffle output (gur)."""
     c = cfg.corpus
     if cfg.train.method == "tfcsg":
         from flows.mine_keywords import mine_keywords
@@ -68,14 +69,27 @@ def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, str]:
         )
     from flows.build_pairs import build_pairs
 
-    return build_pairs(
+    refs = build_pairs(
         input_path=c.path,
         format=c.format,
         text_field=c.text_field,
         title_field=c.title_field,
         id_field=c.id_field,
         root=str(base),
-    )["shards"]
+    )
+    return refs["sentences"] if cfg.train.method == "documents" else refs["shards"]
+
+
+def resolve_method(cfg: NightlyConfig) -> NightlyConfig:
+    """`method = "auto"`: the recipe for the corpus's shape (tasks/nightly/recipe.py), said in one line. Read on
+    the training side, so the held-out records never decide it."""
+    if cfg.train.method != "auto":
+        return cfg
+    from tasks.nightly.recipe import choose_method, corpus_shape, sample_texts
+
+    method, why = choose_method(corpus_shape(sample_texts(cfg.corpus)))
+    print(why)
+    return replace(cfg, train=replace(cfg.train, method=method))
 
 
 def replay_options(t: Any, champion: dict[str, Any] | None) -> dict[str, Any]:
@@ -131,7 +145,7 @@ def train_candidate(
     kwargs: dict[str, Any] = {"keywords": data["fingerprint"]} if t.method == "tfcsg" else {"shards": data}
     ref = train_flow(
         method=t.method,
-        preset=t.preset if t.preset != "auto" or t.method == "tfcsg" else None,
+        preset=t.preset if t.preset != "auto" or t.method != "gur" else None,
         steps=t.steps or None,
         init_from=init,
         options={**t.options, **replay_options(t, champion)},
@@ -144,13 +158,14 @@ def train_candidate(
 
 
 def start_of(cfg: NightlyConfig, champion: dict[str, Any] | None) -> str:
-    """The model the candidate trains from: the champion (TFCSG, or a configured init), else the configured
-    init, else MiniLM for TFCSG ("" for a GUR model trained from scratch)."""
+    """The model the candidate trains from: the champion (TFCSG, documents, or a configured init), else the
+    configured init, else MiniLM for TFCSG and documents ("" for a GUR model trained from scratch)."""
     from models.encoders import minilm_path
 
     t = cfg.train
-    warm = champion["export"] if champion and (t.method == "tfcsg" or t.init_from) else ""
-    return warm or t.init_from or (str(minilm_path()) if t.method == "tfcsg" else "")
+    fine_tunes = t.method in ("tfcsg", "documents", "auto")
+    warm = champion["export"] if champion and (fine_tunes or t.init_from) else ""
+    return warm or t.init_from or (str(minilm_path()) if fine_tunes else "")
 
 
 def make_room(cfg: NightlyConfig, base: Path, start: str, trained: dict[str, Any]) -> None:
@@ -207,22 +222,46 @@ def retention(cfg: NightlyConfig, base: Path, pending: dict[str, str]) -> dict[s
     return {"gc": summary(result), "gc_freed_bytes": result.freed}
 
 
+def embed_corpus(corpus: Any, base: Path, promoted: bool) -> str:
+    """Search's embeddings by the model in use over every document the corpus folder yields, held-out ones
+    included (training never sees those; the user's search does). The decision row's `embedded` note; an error
+    is the note, never the night's failure (the decision is already taken)."""
+    from flows.build_pairs import corpus_documents
+
+    try:
+        documents = corpus_documents(
+            str(base),
+            input_path=corpus.path,
+            format=corpus.format,
+            text_field=corpus.text_field,
+            title_field=corpus.title_field,
+            id_field=corpus.id_field,
+        )
+    except Exception as exc:
+        return f"failed: {type(exc).__name__}: {exc}"[:500]
+    return night_embeddings(base, documents, promoted=promoted)
+
+
 def _night(cfg: NightlyConfig, base: Path, name: str, trained: dict[str, str]) -> dict[str, Any]:
     from flows.evaluate import evaluate
 
     started = time.time()
+    corpus = cfg.corpus  # the user's folder, before the held-out split replaces it with its training side
     for note in cfg.notes:
         print(note)
     champion = read_champion(base)
     make_room(cfg, base, start_of(cfg, champion), trained)  # before the night writes anything
     cfg, suite = gate_suite(cfg, base)
+    cfg = resolve_method(cfg)
+    if champion is None:  # the model in use until a promotion: recorded, so embed, search and `gur models` say so
+        record_start(base, start_of(cfg, None) or "minilm", cfg.source)
     data = data_stages(cfg, base)
     night = night_data(base, data, started)
     settings = training_settings(cfg)
     if champion and champion.get("data") == data and champion.get("settings") == settings:
         reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
         row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name, **night}
-        row["embedded"] = night_embeddings(base, data, promoted=False)  # new files only: usually a cache hit
+        row["embedded"] = embed_corpus(corpus, base, promoted=False)  # new files only: usually a cache hit
         row.update(with_early_gc(trained, retention(cfg, base, {})))  # after embedding: its new output is kept
         record_decision(base, row)
         update_catalog(str(base), [data])
@@ -276,7 +315,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str, trained: dict[str, str]) -
             "flow_run": name,
         }
         set_champion(base, pointer)
-    row["embedded"] = night_embeddings(base, data, promoted=decision.promote)  # the view switches after a promotion
+    row["embedded"] = embed_corpus(corpus, base, promoted=decision.promote)  # the view switches after a promotion
     row.update(with_early_gc(trained, retention(cfg, base, {candidate: verdict})))  # after embedding, as above
     record_decision(base, row)
     update_catalog(str(base), [data, ref, result["metrics"]])

@@ -99,7 +99,9 @@ def train_flow(
     `keywords` (a fingerprint; default the newest complete one), or for SimCSE a text file
     `texts` (column `options.text_field`), fine-tuning `init_from` (default the shipped MiniLM);
     preset paper / cpu / auto (auto = cpu on every machine; models/training/presets.py); `steps`
-    replaces the preset's epochs. `options` sets any other TrainConfig field.
+    replaces the preset's epochs. `method="documents"`: (query, passage) pairs of long documents from a split
+    output `shards` (default the newest complete one) or a sentences Parquet file `texts`, fine-tuning `init_from`
+    (default MiniLM), one preset (models/documents/). `options` sets any other TrainConfig field.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, not {method!r}")
@@ -107,6 +109,8 @@ def train_flow(
     config = resolve_config(method, preset, steps, pooling, lr, init_from, objective, dict(options or {}))
     if method == "gur":
         source = shards or latest_ref(base, "shuffle")
+    elif method == "documents":
+        source = shards or (file_ref(texts) if texts else latest_ref(base, "split"))
     else:
         source = shards or question_source(base, keywords, texts, method)
     labels = {"method": method, "variant": variant if method == "gur" else config["preset"]}

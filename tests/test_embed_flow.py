@@ -37,8 +37,14 @@ def test_embed_flow_view_and_the_nightly_hook(tmp_path):
     texts = [d["title"] + " " + d["text"] for d in docs]
     model_a, model_b = tiny_bert(tmp_path / "a", texts), tiny_bert(tmp_path / "b", texts)
     reseed(model_b)
-    with pytest.raises(FileNotFoundError, match="no champion"):
-        embed_flow(root=str(root))  # no model given, no champion, no train export: one line
+    from models.encoders import minilm_path
+    from tasks.embed.model_choice import default_model
+
+    # no model given, no champion, no night: the model in use is the shipped MiniLM, never a train export
+    assert default_model(root) == (
+        str(minilm_path()),
+        "the shipped MiniLM (no night has run and no model was promoted)",
+    )
     set_champion(root, {"export": str(model_a), "method": "manual", "metrics": {}})
     result = embed_flow(root=str(root))
     assert result["why"] == "champion #1" and result["note"].startswith("embedded all 15 documents")
@@ -57,12 +63,12 @@ def test_embed_flow_view_and_the_nightly_hook(tmp_path):
 
     # A night with a new file and no promotion: that file's documents only.
     write_jsonl(corpus / "b.jsonl", docs[15:])
-    data = build_pairs(input_path=str(corpus), root=str(root))["shards"]
-    assert data != first["shards"]
+    data = build_pairs(input_path=str(corpus), root=str(root))["documents"]
+    assert data != first["documents"]
     note = night_embeddings(root, data, promoted=False)
-    assert note.startswith("champion unchanged: embedded 15 new documents (1 shards), reused 15 (1 shards)"), note
+    assert note.startswith("champion #1 unchanged: embedded 15 new documents (1 shards), reused 15 (1 shards)"), note
     assert view() == (30, 1, 32)
-    assert night_embeddings(root, data, promoted=False).startswith("champion unchanged: up to date: 30 embeddings")
+    assert night_embeddings(root, data, promoted=False).startswith("champion #1 unchanged: up to date: 30 embeddings")
 
     # A promotion: the new champion embeds everything once and the view switches to it.
     set_champion(root, {"export": str(model_b), "method": "manual", "metrics": {}})

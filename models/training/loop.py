@@ -2,7 +2,8 @@
 
 A method's `Recipe` gives the model, loss, batch stream, held-out batches and export: `gur` (T5
 on shard pairs, `build_gur`), `tfcsg` and `simcse` (a pretrained encoder on questions and their
-keyword sequences, `build_questions`). Everything else (optimizer, schedule, accumulation,
+keyword sequences, `build_questions`), `documents` (a pretrained encoder on pairs cut from long
+documents, `build_documents`). Everything else (optimizer, schedule, accumulation,
 bf16, DDP, signals, checkpoints, metrics, curves, export, summary) is the same code.
 
     python -m models.training.loop --config run.json                 # one process (CPU or one GPU)
@@ -66,7 +67,7 @@ DEFAULT_PROMPTS = (
 class TrainConfig:
     out_dir: str
     shards: str  # gur: the shuffle stage folder; tfcsg / simcse: unused (see `questions`)
-    method: str = train_presets.METHODS[0]  # gur | tfcsg | simcse (models.tfcsg.model)
+    method: str = train_presets.METHODS[0]  # gur | tfcsg | simcse (models.tfcsg.model) | documents
     preset: str = "tiny"
     objective: str = train_presets.OBJECTIVES[0]  # lm+cl (GUR-FULL), cl (the paper's GUR-LM), lm (GUR-CL)
     alpha: float = 1.0
@@ -141,6 +142,9 @@ class TrainConfig:
     sim_anchor_weight: float = 0.0
     l2sp_weight: float = 0.0
     interpolate: float = 1.0
+    # documents (models/documents/pairs.py): `max_len` is the query's length; `batch_size`, the anchors too.
+    pair_kinds: str = "title+ict"
+    passage_len: int = 128
 
     def model_head(self) -> str:
         if self.head not in ("auto", "mlp", "none"):
@@ -492,7 +496,63 @@ def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: boo
     )
 
 
-METHODS = {"gur": build_gur, "tfcsg": build_questions, "simcse": build_questions}
+def build_documents(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
+    """Documents: a pretrained encoder on (query, passage) pairs of long documents (models/documents/pairs.py),
+    TFCSG's encoder and contrastive pair task (`kw`: row i's query finds row i's passage, tau 0.05, passages of
+    the same document masked)."""
+    from models.documents.pairs import DocumentPairConfig, DocumentPairs, DocumentStream
+    from models.tfcsg.model import TfcsgLoss, TfcsgModel
+    from models.training.export import export_encoder
+
+    if not cfg.init_from:
+        raise ValueError("method 'documents' fine-tunes a pretrained encoder: set init_from to its folder")
+    if not cfg.questions:
+        raise ValueError("method 'documents' needs `questions`: a split output folder (the sentences table)")
+    if not 0 <= cfg.interpolate <= 1:
+        raise ValueError(f"interpolate must be within [0, 1], got {cfg.interpolate}")
+    tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
+    data = DocumentPairs(
+        DocumentPairConfig(
+            source=cfg.questions,
+            kinds=cfg.pair_kinds,
+            max_len=cfg.max_len,
+            passage_len=cfg.passage_len,
+            batch_size=cfg.batch_size,
+            seed=cfg.seed,
+            heldout_fraction=cfg.heldout_fraction,
+        ),
+        tok,
+    )
+    model = TfcsgModel(cfg.init_from, pooling=cfg.pooling, dropout=cfg.dropout, load_weights=load_weights)
+    loss = TfcsgLoss(model, "kw", temperature=cfg.temperature, negatives="topic-masked")
+    eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
+    counts = data.counts()
+    if rank == 0:
+        print(
+            f"documents: {counts['train_rows']} to train on ({counts['with_title']} with a title, "
+            f"{counts['with_ict']} with two sentences or more), {counts['heldout_rows']} held out "
+            f"({len(eval_batches)} batches of {cfg.eval_batch}), {counts['no_pair']} without a pair; queries cut to "
+            f"{cfg.max_len} tokens, passages to {cfg.passage_len}",
+            flush=True,
+        )
+
+    def export(trained, folder: Path) -> None:
+        export_encoder(trained.encoder, tok, folder, pooling=cfg.pooling)
+
+    return Recipe(
+        model=model,
+        loss=loss,
+        stream=DocumentStream(data, rank, world),
+        eval_batches=eval_batches,
+        eval_pair=_question_eval_pair,
+        model_config={"init_from": cfg.init_from, "pooling": cfg.pooling, "pair_kinds": cfg.pair_kinds},
+        export=export,
+        find_unused=True,  # TFCSG's auto-encoder and LM head are not trained here
+        info={"data": counts, "losses": ["kw"]},
+    )
+
+
+METHODS = {"gur": build_gur, "tfcsg": build_questions, "simcse": build_questions, "documents": build_documents}
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:

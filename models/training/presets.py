@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-METHODS = ("gur", "tfcsg", "simcse")  # training recipes (models.training.loop); the first is the default
+METHODS = ("gur", "tfcsg", "simcse", "documents")  # training recipes (models.training.loop); the first is the default
 OBJECTIVES = ("lm+cl", "cl", "lm")  # gur: GUR-FULL, the paper's GUR-LM, GUR-CL; the first is the default
 COMMON: dict[str, Any] = dict(
     lr=3e-5,
@@ -60,6 +60,30 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 QUESTION_PRESETS = (*PRESETS, "auto")
 
+# The `documents` recipe (models/documents/): one pass over the corpus's documents at batch 32, each giving
+# one (query, passage) pair an epoch (title -> body or inverse cloze), queries of 64 tokens and passages of
+# 128, lr 3e-5, mean pooling, tau 0.05, and the export mixed 0.75 toward the start as TFCSG's `cpu` preset
+# (docs/nightly.md: which recipe a corpus gets, and the corpus ladder's figures).
+DOCUMENT_PRESETS: dict[str, dict[str, Any]] = {
+    "cpu": dict(
+        COMMON,
+        max_len=64,
+        passage_len=128,
+        pair_kinds="title+ict",
+        batch_size=32,
+        epochs=1.0,
+        pooling="mean",
+        losses="kw",
+        negatives="topic-masked",
+        interpolate=0.75,
+        heldout_fraction=0.02,
+        eval_every=50,
+        eval_batch=32,
+        eval_pairs=128,
+        ckpt_every=50,
+    ),
+}
+
 
 def resolve_preset(name: str, gpu: bool) -> str:
     """`auto` -> `cpu`, the one recipe that was measured (on a GPU too: `paper` has never been run
@@ -70,12 +94,13 @@ def resolve_preset(name: str, gpu: bool) -> str:
 
 
 def question_config(method: str, preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The TrainConfig fields of a TFCSG or SimCSE run: the preset, SimCSE's loss, then the user's own values."""
-    config = dict(PRESETS[preset])
+    """The TrainConfig fields of a TFCSG, SimCSE or documents run: the preset, SimCSE's loss, then the user's own
+    values. The documents recipe has one preset, `cpu`, whatever the name asked for."""
+    config = dict(DOCUMENT_PRESETS["cpu"] if method == "documents" else PRESETS[preset])
     if method == "simcse":  # SimCSE's own recipe: no keyword tasks, every negative, nothing mixed back
         config.update(losses="cl", negatives="all", interpolate=1.0)
     config.update({k: v for k, v in overrides.items() if v is not None})
-    config.update(method=method, preset=preset)
+    config.update(method=method, preset="cpu" if method == "documents" else preset)
     if method == "simcse" and config["losses"] != "cl":
         raise ValueError(f"simcse trains the `cl` loss alone, not {config['losses']!r} (use method tfcsg)")
     return config

@@ -1,4 +1,5 @@
-"""Which model `gur embed` and `gur search` use: a model string, else the champion, else the newest train export.
+"""Which model `gur embed` and `gur search` use: a model string, else the model in use (the champion, else the
+start model a night recorded, else MiniLM); never a train export that no gate promoted.
 
 Model strings are evaluate's (`tasks/evaluate/models.py`) restricted to encoders loaded from a folder:
 `minilm`, or a sentence-transformers / Hugging Face model folder (a `train` export). A folder that
@@ -19,7 +20,7 @@ class ChosenModel:
     spec: str  # what was asked for ("minilm", a folder) or what the default resolved to
     path: str  # the folder the weights load from
     fingerprint: str  # tasks.evaluate.models.model_fingerprint: the weights' bytes
-    why: str  # "given", "champion #3", "newest train export"
+    why: str  # "given", "champion #3", "the start model (no candidate promoted yet)"
 
 
 def check_encoder_folder(path: Path, what: str = "model") -> None:
@@ -43,36 +44,11 @@ def check_encoder_folder(path: Path, what: str = "model") -> None:
         raise ValueError(f"{what} {path}: config.json names no model_type, so it is not a transformer encoder")
 
 
-def newest_export(root: Path) -> Path | None:
-    """The `export` folder of the newest complete train output (by the manifest's finish time)."""
-    best: tuple[float, Path] | None = None
-    for manifest in (root / "train").glob(f"*/{MANIFEST}"):
-        export = manifest.parent / "export"
-        if not export.is_dir():
-            continue
-        try:
-            finished = float(json.loads(manifest.read_text(encoding="utf-8")).get("finished_at", 0.0))
-        except (OSError, ValueError):
-            continue
-        if best is None or finished > best[0]:
-            best = (finished, export)
-    return best[1] if best else None
-
-
 def default_model(root: Path) -> tuple[str, str]:
-    """(model folder, why): the champion's export, else the newest train export; neither is one line."""
-    from tasks.nightly.champion import read_champion
+    """(model folder, why): the model in use (tasks/nightly/champion.py: `model_in_use`)."""
+    from tasks.nightly.champion import model_in_use
 
-    champion = read_champion(root)
-    if champion is not None:
-        return champion["export"], f"champion #{champion['number']}"
-    export = newest_export(root)
-    if export is not None:
-        return str(export), "newest train export"
-    raise FileNotFoundError(
-        f"no model given and none under {root}: no champion (models/champion.json) and no train export; "
-        "name one: gur embed minilm, or gur embed data/train/<fingerprint>/export"
-    )
+    return model_in_use(root)
 
 
 def choose_model(root: Path, spec: str | None) -> ChosenModel:

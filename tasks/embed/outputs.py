@@ -76,20 +76,37 @@ def documents_of(root: Path, ref: dict[str, str]) -> dict[str, str]:
 
 
 def current_documents(root: Path) -> dict[str, str]:
-    """The documents the catalog's `documents` view shows (one build's), else the newest ingest output."""
+    """The documents the catalog's `documents` view shows (one build's), else the newest ingest output. A
+    nightly root's build reads the training side of its held-out split (`<root>/holdout/...`), which is not
+    what a user searches: there the documents the night embedded (the whole corpus) are the answer."""
     from storage.catalog import catalog_files
     from storage.layout import CATALOG
     from storage.stage_output import latest_ref, stage_ref
 
+    found = None
     if (root / CATALOG).exists():
         try:
             globs, _, _ = catalog_files(root, "documents")
             folder = Path(globs[0]).parent
             if folder.parent.name == "ingest" and (folder / MANIFEST).exists():
-                return stage_ref("ingest", folder.name)
+                found = stage_ref("ingest", folder.name)
         except (KeyError, RuntimeError, OSError):
             pass
-    return latest_ref(root, "ingest")
+    found = found or latest_ref(root, "ingest")
+    if _reads_training_side(root, found) and (active := read_active(root)) is not None:
+        if (root / active["path"] / MANIFEST).exists():
+            return documents_of(root, stage_ref("embed", active["fingerprint"]))
+    return found
+
+
+def _reads_training_side(root: Path, documents: dict[str, str]) -> bool:
+    from storage.layout import in_root
+
+    try:
+        read = json.loads((root / documents["path"] / MANIFEST).read_text(encoding="utf-8"))["inputs"]["path"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return Path(in_root(root, read)).resolve().is_relative_to((root / "holdout").resolve())
 
 
 def follow_champion(root: Path, embed: bool = False) -> str:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import html
 import logging
+import sys
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,21 @@ HOST = "127.0.0.1"  # never another interface: the page shows the user's documen
 PORT = 8765
 
 
+@contextmanager
+def talk():
+    """The page's preparation said on standard output while the block runs (the CLI's `gur search-page`)."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
 def ensure_embedded(root: Path, model: str, documents: dict[str, str]) -> None:
     """Embed `documents` with `model` unless an output exists (the page's start-model column)."""
     from tasks.embed.model_choice import choose_model
@@ -36,7 +53,8 @@ def ensure_embedded(root: Path, model: str, documents: dict[str, str]) -> None:
 
     chosen = choose_model(root, model)
     if find_output(root, chosen.fingerprint, documents["fingerprint"]) is None:
-        log.info("page: embedding %s with %s (once)", documents["path"], chosen.spec)
+        log.info("page: embedding the documents of %s with the start model %s (once; progress every 10 s)",
+                 documents["path"], chosen.spec)  # fmt: skip
         embed_stage(documents, EmbedConfig(chosen.fingerprint, chosen.path), root, log)
 
 
@@ -58,6 +76,7 @@ class SearchPage:
         from tasks.embed.model_choice import start_model
         from tasks.embed.outputs import read_active
 
+        log.info("page: loading the embeddings in use")
         current = DenseSearcher.open(self.root)
         start = start_model(self.root, current.model_path)
         ensure_embedded(self.root, start, current.documents)
@@ -67,7 +86,8 @@ class SearchPage:
         columns = [("champion" if self.is_champion(current.model_path) else "in use", current.model_path, current)]
         if starting is not None:
             columns.append(("start model", starting.model_path, starting))
-        columns.append(("BM25", "bm25s over title + text", Bm25Searcher(self.root, current.documents)))
+        log.info("page: the BM25 index of %s (built once, then read)", current.documents["path"])
+        columns.append(("BM25", "bm25s over title + text", Bm25Searcher(self.root, current.documents, log=log)))
         self.columns, self.documents = columns, current.documents
         self.loaded_for = (read_active(self.root) or {}).get("fingerprint")
 

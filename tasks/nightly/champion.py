@@ -96,6 +96,41 @@ def read_champion(root: Path) -> dict | None:
     return _here(root, json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
 
 
+def record_start(root: Path, export: str, config: str = "") -> dict:
+    """Record the model in use before any promotion: the start model a night trains its first candidate from
+    (`models/start.json`). Written when it changes; `gur models`, `gur embed`, search and the page read it."""
+    if export == "minilm":
+        from models.encoders import minilm_path
+
+        export = str(minilm_path())
+    path = models_dir(root) / "start.json"
+    current = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if current.get("export") != export:
+        current = {"export": export, "config": config, "recorded_at": time.time()}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, current, fsync=True)
+    return current
+
+
+def read_start(root: Path) -> dict | None:
+    path = models_dir(root) / "start.json"
+    return _here(root, json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
+
+
+def model_in_use(root: Path) -> tuple[str, str]:
+    """(model folder, what it is): the champion, else the start model the first night recorded, else the
+    shipped MiniLM (every recipe's default start). Never a candidate no gate promoted."""
+    champion = read_champion(root)
+    if champion is not None:
+        return champion["export"], f"champion #{champion['number']}"
+    start = read_start(root)
+    if start is not None:
+        return start["export"], "the start model (no candidate promoted yet)"
+    from models.encoders import minilm_path
+
+    return str(minilm_path()), "the shipped MiniLM (no night has run and no model was promoted)"
+
+
 def history(root: Path) -> list[dict]:
     """Every champion promoted so far, oldest first."""
     folder = models_dir(root) / "history"

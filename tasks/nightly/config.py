@@ -8,7 +8,9 @@
     id_field = "id"
 
     [train]
-    method = "tfcsg"             # tfcsg (warm-starts from the champion) or gur
+    method = "auto"              # auto: the corpus's shape decides (tasks/nightly/recipe.py): short texts get
+                                 # tfcsg, documents with bodies get documents; or name one: tfcsg, documents
+                                 # (both warm-start from the model in use) or gur
     init_from = ""               # the first night's encoder ("" = the shipped MiniLM)
     preset = "auto"              # tfcsg: paper / cpu / auto (= cpu, the measured one); gur: tiny / small
     steps = 0                    # 0: the preset's length
@@ -83,6 +85,7 @@ def default_stsb() -> Path:
     return shared_data("stsb", "stsb-en-train.csv")
 
 
+NIGHT_METHODS = ("auto", "tfcsg", "documents", "gur")
 SECTIONS = ("corpus", "train", "keywords", "evaluate", "gate", "retention")
 
 
@@ -97,7 +100,7 @@ class CorpusConfig:
 
 @dataclass(frozen=True)
 class TrainSection:
-    method: str = "tfcsg"
+    method: str = "auto"
     init_from: str = ""
     preset: str = "auto"
     steps: int = 0
@@ -258,8 +261,8 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
     corpus = _section(CorpusConfig, data["corpus"], "corpus", source)
     corpus = CorpusConfig(**{**corpus.__dict__, "path": _absolute(corpus.path, base)})
     train = _section(TrainSection, data.get("train", {}), "train", source)
-    if train.method not in ("tfcsg", "gur"):
-        raise ValueError(f"{source}: [train] method must be 'tfcsg' or 'gur', not {train.method!r}")
+    if train.method not in NIGHT_METHODS:
+        raise ValueError(f"{source}: [train] method must be one of {', '.join(NIGHT_METHODS)}, not {train.method!r}")
     train = TrainSection(**{**train.__dict__, "init_from": _absolute(train.init_from, base)})
     evaluate = _section(EvaluateSection, data.get("evaluate", {}), "evaluate", source)
     evaluate = EvaluateSection(

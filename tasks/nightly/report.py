@@ -111,9 +111,11 @@ def test_columns(test: PairedTest | None) -> dict[str, float | int | None]:
 def training_settings(cfg: NightlyConfig) -> str:
     """What, besides the data, decides the candidate: a new value here means something new to train. A
     question preset counts by its values, not its name: a release that changes `cpu` retrains once."""
-    from models.training.presets import PRESETS, resolve_preset
+    from models.training.presets import DOCUMENT_PRESETS, PRESETS, resolve_preset
 
     preset = PRESETS[resolve_preset(cfg.train.preset, gpu=False)] if cfg.train.method == "tfcsg" else {}
+    if cfg.train.method == "documents":
+        preset = DOCUMENT_PRESETS["cpu"]
     return fingerprint("nightly-train", "v1", {"train": cfg.train, "keywords": cfg.keywords, "preset": preset})
 
 

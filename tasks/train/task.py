@@ -49,8 +49,15 @@ LATER_FIELDS = {
     "sim_anchor_weight": 0.0,
     "l2sp_weight": 0.0,
     "interpolate": 1.0,
+    "pair_kinds": "title+ict",
+    "passage_len": 128,
 }
-INPUT_STAGES = {"gur": ("shuffle",), "tfcsg": ("keywords",), "simcse": ("keywords", "file")}
+INPUT_STAGES = {
+    "gur": ("shuffle",),
+    "tfcsg": ("keywords",),
+    "simcse": ("keywords", "file"),
+    "documents": ("split", "file"),
+}
 
 
 def train_config(config: dict[str, Any], out_dir: str = "", shards: str = "", questions: str = ""):

@@ -1,0 +1,270 @@
+"""Does the nightly default win on every corpus shape? Corpora x recipes in one table, from one first night each.
+
+    .venv/bin/python benchmarks/corpus_ladder.py --workdir /tmp/ladder2 [--corpora python-docs,man-pages,stackoverflow]
+
+For each corpus, a fresh root and a `nightly.toml` naming only the folder (what a new user writes; for
+StackOverflow titles also the fields), then one `gur nightly` with every default (`method = "auto"`):
+the recipe the corpus's shape picks, trained from MiniLM, gated against it. The table then scores, on the
+same held-out records the gate used (the night's seeded 20%), the start, the night's candidate and the
+candidate's unmixed run (the recipe before its mix toward the start):
+- the label-free suite: `heldout-title` and `heldout-ict` (MRR@10);
+- a labelled check where the corpus has labels the recipe never trains on: the page of a section (Python
+  documentation, manual pages: a section's prose -> the other sections of its page, P@1) or a title's tag
+  (StackOverflow, the night's own suite);
+- the guard: STS-B train Spearman.
+Each row says whether the night's gate promoted it, and whether a gate on the labelled check (margin 0,
+95% paired test against the start) would.
+
+Corpora (each built once into the workdir):
+- `python-docs`: the Python documentation's reST sources (Debian's `python3-doc`), one document per section
+  (benchmarks/gate_ladder.py: `docs_corpus`), the page as the label;
+- `man-pages`: the manual pages (`/usr/share/man/man1` to `man8`, without the Google Cloud SDK's generated
+  pages), one document per section of a page (`.SH` / `.SS`), pages in a seeded order until 3,000
+  sections; the page as the label;
+- `stackoverflow`: the 16,000 StackOverflow titles with their tags (../shared/data), a labelled question corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+SHARED = REPO.parent / "shared" / "data"
+MAN = Path("/usr/share/man")
+# The Google Cloud SDK on this machine ships 16,631 generated `gcloud_*` pages that share most of their sections
+# word for word ("Gcloud wide flags"): one tool's reference, not a manual. They are left out.
+MAN_SKIP = ("gcloud",)
+TITLE, ICT, LABELLED, STS = "title MRR@10", "ICT MRR@10", "labelled P@1", "STS-B train rho"
+
+
+# --- the manual pages: roff sections -> (heading, prose) ---------------------------------------------------
+
+_ESCAPES = [
+    (r"\\f(\[[^\]]*\]|\(..|.)", ""),  # font changes
+    (r"\\\*(\[[^\]]*\]|\(..|.)", ""),  # strings
+    (r"\\\((em|en)", "-"),
+    (r"\\\((lq|rq|dq)", '"'),
+    (r"\\\((aq|cq|oq)", "'"),
+    (r"\\\(..", ""),
+    (r"\\[-]", "-"),
+    (r"\\[e\\]", "\\\\"),
+    (r"\\[&,/|^:%0 ]", ""),
+    (r"\\s[-+]?\d", ""),
+]
+_ALTERNATING = {".BR", ".RB", ".BI", ".IB", ".IR", ".RI"}
+
+
+def _plain(text: str) -> str:
+    for pattern, repl in _ESCAPES:
+        text = re.sub(pattern, repl, text)
+    return text.replace("\\", "")
+
+
+def _args(line: str) -> list[str]:
+    return [a.strip('"') for a in re.findall(r'"[^"]*"|\S+', line)]
+
+
+def roff_sections(source: str) -> list[tuple[str, str]]:
+    """(heading, prose) of each `.SH` / `.SS` section of a man page: text lines and font macros joined into
+    paragraphs, other requests (.PP, .TP, .IP, .nf, ...) ending a paragraph, comments dropped."""
+    sections: list[tuple[str, list[str]]] = []
+    heading, paragraphs, current = "", [], []
+
+    def end_paragraph() -> None:
+        if current:
+            paragraphs.append(" ".join(current))
+            current.clear()
+
+    for line in source.splitlines():
+        if line.startswith(('.\\"', "'\\\"", '.\\"')) or line.startswith("'"):
+            continue
+        if line.startswith("."):
+            name, *rest = line.split(None, 1) or [""]
+            rest_text = rest[0] if rest else ""
+            if name in (".SH", ".SS"):
+                end_paragraph()
+                sections.append((heading, paragraphs))
+                heading, paragraphs = _plain(" ".join(_args(rest_text))).strip(), []
+            elif name in (".B", ".I", ".SM", ".SB"):
+                current.append(_plain(" ".join(_args(rest_text))))
+            elif name in _ALTERNATING:
+                current.append(_plain("".join(_args(rest_text))))
+            else:
+                end_paragraph()
+            continue
+        if line.strip():
+            current.append(_plain(line.strip()))
+    end_paragraph()
+    sections.append((heading, paragraphs))
+    return [(h, re.sub(r"\s+", " ", " ".join(p)).strip()) for h, p in sections if h]
+
+
+def man_corpus(folder: Path, out: Path, target: int = 3000, min_words: int = 20) -> dict[str, int]:
+    """One JSONL file per first letter (`id`, `title`, `text`, `page`), pages in a seeded (hashed) order until
+    `target` sections of `min_words` words and two sentences or more; the title is the page's name, its
+    one-line summary and the section's heading. A page that is only a `.so` link is skipped."""
+    from tasks.split.sentences import split_sentences
+
+    out.mkdir(parents=True, exist_ok=True)
+    found = [p for p in folder.glob("man[1-8]/*.gz") if not p.name.startswith(MAN_SKIP)]
+    pages = sorted(found, key=lambda p: hashlib.blake2b(p.name.encode(), digest_size=8).digest())
+    groups: dict[str, list[dict]] = {}
+    total = 0
+    for path in pages:
+        try:
+            source = gzip.decompress(path.read_bytes()).decode("utf-8", errors="replace")
+        except (OSError, EOFError):
+            continue
+        if source.lstrip().startswith(".so "):
+            continue
+        page = path.name.removesuffix(".gz")
+        sections = roff_sections(source)
+        names = [text for heading, text in sections if heading.upper() == "NAME"]
+        summary = names[0].split(" - ", 1)[-1].strip() if names else ""
+        for n, (heading, prose) in enumerate(sections):
+            if heading.upper() in ("NAME", "SYNOPSIS") or len(prose.split()) < min_words:
+                continue
+            if len(split_sentences(prose)) < 2:
+                continue
+            name = page.rsplit(".", 1)[0]
+            title = f"{name}: {summary} - {heading.capitalize()}" if summary else f"{name} - {heading.capitalize()}"
+            row = {"id": f"{page}#{n}", "title": title, "text": prose, "page": page}
+            groups.setdefault(page[0].lower() if page[0].isalpha() else "other", []).append(row)
+            total += 1
+        if total >= target:
+            break
+    for name, rows in groups.items():
+        (out / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return {"sections": total, "files": len(groups), "pages": len({r["page"] for g in groups.values() for r in g})}
+
+
+# --- one corpus: its first night, then the table ------------------------------------------------------------
+
+
+def build_corpus(name: str, work: Path) -> tuple[Path, dict[str, str], dict]:
+    """(corpus folder, its [corpus] fields, counts), built once."""
+    from gate_ladder import PYTHON_DOCS, docs_corpus
+
+    corpus = work / name / "corpus"
+    done = work / name / "corpus.json"
+    if name == "stackoverflow":
+        corpus.mkdir(parents=True, exist_ok=True)
+        link = corpus / "train.tsv"
+        if not link.exists():
+            link.symlink_to(SHARED / "stackoverflow" / "train.tsv")  # a link: shared data is never copied
+        return corpus, {"text_field": "title", "title_field": ""}, {"titles": 16000}
+    if not done.exists():
+        counts = docs_corpus(PYTHON_DOCS, corpus) if name == "python-docs" else man_corpus(MAN, corpus)
+        done.write_text(json.dumps(counts), encoding="utf-8")
+    return corpus, {}, json.loads(done.read_text(encoding="utf-8"))
+
+
+def first_night(corpus: Path, fields: dict[str, str], root: Path) -> dict:
+    """The root's first decision row; the night runs (with every default) when the root has none."""
+    import pyarrow.parquet as pq
+
+    from flows.nightly_retrain import nightly_retrain
+
+    rows = root / "models" / "promotions"
+    if not rows.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        extra = "".join(f'{k} = "{v}"\n' for k, v in fields.items())
+        (root / "nightly.toml").write_text(f'[corpus]\npath = "{corpus}"\n{extra}', encoding="utf-8")
+        started = time.process_time(), time.time()
+        nightly_retrain(root=str(root))
+        print(f"night: {time.time() - started[1]:.0f} s wall", flush=True)
+    decisions = sorted(pq.read_table(rows).to_pylist(), key=lambda r: r["created_at"])
+    return decisions[0]
+
+
+def ladder(name: str, work: Path, stsb: Path) -> dict:
+    from gate_ladder import _value, gate_decisions, score
+
+    from storage.stage_output import ref_dir
+    from tasks.nightly.holdout import HoldoutConfig, split_corpus
+
+    corpus, fields, counts = build_corpus(name, work)
+    root = work / name / "data"
+    night = first_night(corpus, fields, root)
+    candidate = Path(night["candidate"])
+    manifest = json.loads((candidate.parent / "_manifest.json").read_text(encoding="utf-8"))
+    models = {"MiniLM (start)": night["champion"], f"{manifest['config']['method']} default": str(candidate)}
+    if manifest.get("unmixed"):
+        models[f"{manifest['config']['method']} unmixed"] = str(ref_dir(root, manifest["unmixed"]) / "export")
+    suites: dict[str, tuple[str, str]] = {}
+    if name == "stackoverflow":
+        (suite,) = root.glob("holdout/*/holdout.tsv")
+        suites[LABELLED] = ("stackoverflow", str(suite))
+    else:
+        (title, ict) = (next(root.glob(f"holdout/*/{task}")) for task in ("heldout-title", "heldout-ict"))
+        suites = {TITLE: ("beir", str(title)), ICT: ("beir", str(ict))}
+        share = HoldoutConfig(share=0.2, seed=0, label_field="page", text_field="text", title_field="title")
+        labelled = split_corpus(corpus, share, work / name / "labelled")
+        suites[LABELLED] = ("stackoverflow", labelled.stackoverflow)
+    table = score(models, suites, {STS: ("stsb", str(stsb))} if stsb.is_file() else {})
+    start = "MiniLM (start)"
+    decisions = gate_decisions(table, start, [LABELLED])
+    return {
+        "corpus": name,
+        "counts": counts,
+        "night": {k: night.get(k) for k in ("decision", "reason", "gain", "gain_low", "gain_high", "p_value")},
+        "table": {m: {k: _value(v) for k, v in row.items()} for m, row in table.items()},
+        "labelled_gate": {m: d[LABELLED] for m, d in decisions.items()},
+        "candidate": str(candidate),
+    }
+
+
+def markdown(result: dict) -> str:
+    columns = [c for c in (TITLE, ICT, LABELLED, STS) if any(c in row for row in result["table"].values())]
+    lines = [
+        "| model | " + " | ".join(columns) + " | night's gate | labelled gate |",
+        "|---" * (len(columns) + 3) + "|",
+    ]
+    for model, row in result["table"].items():
+        cells = [f"{row[c]:.3f}" if c in row else "-" for c in columns]
+        if model.startswith("MiniLM"):
+            gates = ["(start)", "(start)"]
+        else:
+            night = result["night"]["decision"] if model.endswith("default") else "-"
+            gates = [night, "promote" if result["labelled_gate"].get(model) else "refuse"]
+        lines.append(f"| {model} | " + " | ".join(cells) + f" | {gates[0]} | {gates[1]} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", required=True, help="keeps the corpora, the roots and their runs")
+    parser.add_argument("--corpora", default="python-docs,man-pages", help="python-docs, man-pages, stackoverflow")
+    parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
+    parser.add_argument("--out", default="", help="write the figures as JSON here")
+    args = parser.parse_args()
+    work = Path(args.workdir)
+    results = []
+    for name in args.corpora.split(","):
+        started = time.time()
+        result = ladder(name.strip(), work, Path(args.stsb))
+        results.append(result)
+        night = result["night"]
+        print(f"\n## {name}: {result['counts']}\nnight: {night['decision']}: {night['reason']}\n")
+        print(markdown(result) + "\n", flush=True)
+        print(f"({time.time() - started:.0f} s wall for this corpus, 2-core VM)", flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""(query, passage) pairs cut from long documents, for the `documents` recipe: a split output -> token batches.
+
+Each document gives up to two pair kinds (`kinds`, '+'-joined):
+- `title`: its title -> its body (a section's heading finds the section; what `heldout-title` asks);
+- `ict`: the inverse cloze task (Lee et al. 2019): one of its sentences -> the body without that sentence
+  (a passage finds another passage of the same text; what `heldout-ict` and page checks ask).
+One pair per document per epoch: where a document has both kinds, a seeded coin per (epoch, document)
+picks one, so an epoch costs one pass over the documents whatever the kinds, and two epochs show both.
+The ICT sentence is drawn per (epoch, document) too, among sentences of four words or more.
+
+The documents come from the split stage (its title row and its sentences), so the recipe reads the
+sentences GUR's pairs are mined from. A batch is what `TfcsgLoss` with `losses="kw"` reads: the queries
+as `input_ids`, the passages as `kw_input_ids`, and the document's number as `topics` and `text_ids`, so
+two pairs of one document are never each other's negatives (negatives "topic-masked"). Queries are cut
+to `max_len` tokens, passages to `passage_len` ([CLS] and [SEP] included); a passage keeps its beginning,
+where a section says what it is about.
+A document is held out of training (scored in-loop only) when a seeded hash of its id is below
+`heldout_fraction`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from models.gur.pair_data import is_heldout
+
+KINDS = ("title", "ict")
+MIN_QUERY_WORDS = 4  # an ICT query sentence shorter than this says too little to find its passage
+
+
+def parse_kinds(spec: str) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in spec.split("+") if k.strip())
+    unknown = sorted(set(kinds) - set(KINDS))
+    if not kinds or unknown:
+        raise ValueError(f"pair kinds must be '+'-joined from {KINDS}, got {spec!r}")
+    return kinds
+
+
+@dataclass(frozen=True)
+class DocumentPairConfig:
+    source: str  # a split stage folder (part-*.parquet: doc_id, sent_id, is_title, text) or one such file
+    kinds: str = "title+ict"
+    max_len: int = 64  # query tokens
+    passage_len: int = 128  # passage tokens
+    batch_size: int = 32
+    seed: int = 0
+    heldout_fraction: float = 0.02
+    sampling: str = "random"  # QuestionStream reads it; documents are always in a seeded random order
+
+
+@dataclass
+class Documents:
+    ids: list[str]
+    titles: list[str]  # "" where the document has none
+    sentences: list[list[str]]  # the body's sentences, in order
+
+    @property
+    def topics(self) -> np.ndarray:  # QuestionStream's name for the per-row group: here the document itself
+        return np.arange(len(self.ids), dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _table_files(source: Path) -> list[Path]:
+    if source.is_file():
+        return [source]
+    files = sorted(source.glob("part-*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"{source}: no part-*.parquet files (give a split output folder)")
+    return files
+
+
+def load_documents(source: str | Path) -> Documents:
+    """The documents of a split output (the `sentences` table: `doc_id`, `sent_id`, `is_title`, `text`; or one
+    Parquet file of it), in its row order: each document's title row and its body's sentences."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = Path(source)
+    if not source.exists():
+        raise FileNotFoundError(f"{source}: no such file or folder")
+    columns = ["doc_id", "sent_id", "is_title", "text"]
+    tables = [pq.read_table(p) for p in _table_files(source)]
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{source}: not a sentences table (no {', '.join(missing)}); give a split output")
+    grouped: dict[str, list[tuple[int, bool, str]]] = {}  # first appearance order: the split's document order
+    for doc_id, sent_id, is_title, text in zip(*(table.column(c).to_pylist() for c in columns), strict=True):
+        grouped.setdefault(doc_id, []).append((sent_id, bool(is_title), text or ""))
+    docs = Documents([], [], [])
+    for doc_id, rows in grouped.items():
+        rows.sort()
+        docs.ids.append(doc_id)
+        docs.titles.append(next((t.strip() for _, title, t in rows if title), ""))
+        docs.sentences.append([t for _, title, t in rows if not title])
+    return docs
+
+
+def _seeded(seed: int, epoch: int, row: int, salt: int) -> np.random.Generator:
+    return np.random.default_rng([seed, epoch, row, salt])
+
+
+class DocumentPairs:
+    """Documents, their train / held-out split and batch building; `rows` of a batch are document numbers.
+    The pair a document gives depends on the epoch, which `QuestionStream` passes through `collate`."""
+
+    def __init__(self, config: DocumentPairConfig, tokenizer):
+        self.config = config
+        self.kinds = parse_kinds(config.kinds)
+        self.tok = tokenizer
+        self.questions = docs = load_documents(config.source)  # `questions`: the name QuestionStream reads
+        # A document trains when it can give a pair: a title and a body, or two sentences (ICT).
+        usable = np.array([bool(self._kinds_of(i)) for i in range(len(docs))], bool)
+        held = np.array([is_heldout(k, config.heldout_fraction, config.seed) for k in docs.ids], bool)
+        self.train_rows = np.flatnonzero(usable & ~held)
+        self.heldout_rows = np.flatnonzero(usable & held)
+        self.unusable = int((~usable).sum())
+        if len(self.train_rows) == 0:
+            raise ValueError(
+                f"{config.source}: no document gives a training pair ({len(docs)} documents; a pair needs a title "
+                f"and a body, or a body of two sentences for {self.kinds})"
+            )
+
+    def _kinds_of(self, row: int) -> list[str]:
+        d = self.questions
+        out = []
+        if "title" in self.kinds and d.titles[row] and d.sentences[row]:
+            out.append("title")
+        if "ict" in self.kinds and len(d.sentences[row]) >= 2:
+            out.append("ict")
+        return out
+
+    def pair(self, row: int, epoch: int) -> tuple[str, str]:
+        """(query, passage) of document `row` in `epoch`."""
+        d = self.questions
+        kinds = self._kinds_of(row)
+        kind = kinds[0] if len(kinds) == 1 else kinds[int(_seeded(self.config.seed, epoch, row, 0).integers(2))]
+        sentences = d.sentences[row]
+        if kind == "title":
+            return d.titles[row], " ".join(sentences)
+        long_enough = [i for i, s in enumerate(sentences) if len(s.split()) >= MIN_QUERY_WORDS] or list(
+            range(len(sentences))
+        )
+        pick = long_enough[int(_seeded(self.config.seed, epoch, row, 1).integers(len(long_enough)))]
+        return sentences[pick], " ".join(s for i, s in enumerate(sentences) if i != pick)
+
+    def counts(self) -> dict[str, int]:
+        kinds = [self._kinds_of(i) for i in self.train_rows]
+        return {
+            "documents": len(self.questions),
+            "train_rows": len(self.train_rows),
+            "heldout_rows": len(self.heldout_rows),
+            "no_pair": self.unusable,
+            "with_title": sum("title" in k for k in kinds),
+            "with_ict": sum("ict" in k for k in kinds),
+        }
+
+    def _encode(self, texts: list[str], length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        enc = self.tok(texts, padding=True, truncation=True, max_length=length, return_tensors="pt")
+        return enc["input_ids"], enc["attention_mask"]
+
+    def collate(self, rows: np.ndarray, epoch: int = 0) -> dict[str, torch.Tensor]:
+        pairs = [self.pair(int(r), epoch) for r in rows]
+        batch: dict[str, Any] = {}
+        batch["input_ids"], batch["attention_mask"] = self._encode([q for q, _ in pairs], self.config.max_len)
+        batch["kw_input_ids"], batch["kw_attention_mask"] = self._encode(
+            [p for _, p in pairs], self.config.passage_len
+        )
+        numbers = torch.as_tensor(np.asarray(rows, dtype=np.int64))
+        batch["topics"], batch["text_ids"] = numbers, numbers.clone()
+        return batch
+
+    def heldout_batches(self, batch_size: int, limit: int) -> list[dict[str, torch.Tensor]]:
+        rows = self.heldout_rows[:limit]
+        starts = range(0, len(rows) - batch_size + 1, batch_size)
+        return [self.collate(rows[i : i + batch_size]) for i in starts]
+
+
+class DocumentStream:
+    """`QuestionStream`'s seeded order over documents, with the epoch handed to `collate` (a document's pair
+    kind and ICT sentence change from epoch to epoch). `state_dict` is the global batch counter."""
+
+    def __init__(self, data: DocumentPairs, rank: int = 0, world_size: int = 1):
+        from models.tfcsg.question_data import QuestionStream
+
+        self.data = data
+        self.order = QuestionStream(data, rank, world_size)
+
+    def steps_for(self, epochs: float) -> int:
+        return self.order.steps_for(epochs)
+
+    def next_batch(self) -> tuple[str, dict[str, torch.Tensor]]:
+        index = self.order.batch_index
+        rows = self.order.rows(index)
+        self.order.batch_index += 1
+        first = index * self.order.global_batch + self.order.rank * self.data.config.batch_size
+        return "documents", self.data.collate(rows, epoch=first // len(self.data.train_rows))
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.order.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.order.load_state_dict(state)

@@ -1,0 +1,65 @@
+"""`[train] method = "auto"`: the recipe follows the corpus's shape.
+
+Short texts without bodies (questions, titles) get TFCSG, built and measured for them; documents with
+bodies (manual sections, wiki pages, support articles) get the `documents` recipe (models/documents/):
+title -> body and inverse-cloze pairs of the corpus's own documents, which TFCSG, cutting every text
+to 32 tokens, never sees. A record has a body when its text holds two sentences or more and at least
+BODY_WORDS words; the corpus is long-document when at least half of a sample of its training side
+has one. docs/nightly.md ("Which recipe a corpus gets") has the figures behind the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+BODY_WORDS = 30  # StackOverflow titles: 9 words on median, one sentence; a manual's section: 100 or more
+SAMPLE = 2000  # records read to decide (the first ones of the training side's files, in name order)
+
+
+@dataclass(frozen=True)
+class Shape:
+    records: int  # sampled
+    with_body: int
+    median_words: int
+
+    @property
+    def long_documents(self) -> bool:
+        return self.records > 0 and 2 * self.with_body >= self.records
+
+
+def has_body(text: str) -> bool:
+    from tasks.split.sentences import split_sentences
+
+    return len(text.split()) >= BODY_WORDS and len(split_sentences(text)) >= 2
+
+
+def corpus_shape(texts: list[str]) -> Shape:
+    words = sorted(len(t.split()) for t in texts)
+    return Shape(len(texts), sum(has_body(t) for t in texts), words[len(words) // 2] if words else 0)
+
+
+def sample_texts(corpus, limit: int = SAMPLE) -> list[str]:
+    """The text of the first `limit` records of the corpus the night trains on (a `CorpusConfig`: the training
+    mirror's JSON Lines, or the user's folder), read by ingest's readers; rejects are skipped."""
+    from tasks.ingest.readers import ReaderConfig, Record, read_corpus
+
+    config = ReaderConfig(corpus.format, corpus.text_field, corpus.title_field, corpus.id_field)
+    texts: list[str] = []
+    for item in read_corpus(Path(corpus.path), config):
+        if isinstance(item, Record):
+            texts.append(item.text)
+            if len(texts) >= limit:
+                break
+    return texts
+
+
+def choose_method(shape: Shape) -> tuple[str, str]:
+    """(method, why) for `auto`."""
+    seen = (
+        f"{shape.with_body:,} of {shape.records:,} sampled records have a body (2+ sentences, {BODY_WORDS}+ words; "
+        f"median {shape.median_words} words)"
+    )
+    if shape.long_documents:
+        return "documents", f"method auto -> documents: {seen}"
+    return "tfcsg", f"method auto -> tfcsg (short texts): {seen}"
