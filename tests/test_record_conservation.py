@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -187,7 +190,52 @@ def write_mediawiki(path: Path) -> tuple[Path, dict, int, dict]:
     return path, {}, len(pages), drops
 
 
+def page_sections(kind: str) -> str:
+    """Two good sections, one over MAX_DOC_BYTES and a repeat of the first (heading and text): 4 records."""
+    sections = [("Graphs", GOOD[0]["text"]), ("Rivers", GOOD[2]["text"]), ("Big", BIG), ("Graphs", GOOD[0]["text"])]
+    if kind == "html":
+        body = "".join(f"<h2>{h}</h2><p>{t}</p>" for h, t in sections)
+        return f"<!DOCTYPE html><html><head><title>T</title></head><body><main>{body}</main></body></html>"
+    if kind == "markdown":
+        return "".join(f"## {h}\n\n{t}\n\n" for h, t in sections)
+    return "".join(f"{h}\n{'-' * len(h)}\n\n{t}\n\n" for h, t in sections)
+
+
+PAGE_DROPS = {"too_large": 1, "duplicate_document": 1}
+
+
+def write_page(kind: str):
+    def write(path: Path) -> tuple[Path, dict, int, dict]:
+        path.write_text(page_sections(kind), encoding="utf-8")
+        return path, {}, 4, PAGE_DROPS
+
+    return write
+
+
+def write_warc(path: Path) -> tuple[Path, dict, int, dict]:
+    """The same HTML page at two URLs: its 4 sections twice (the second copy's all duplicates)."""
+    from test_ingest_formats import http, warc_record
+
+    body = page_sections("html").encode()
+    records = [warc_record("response", f"https://a.example/{n}", http("200 OK", "text/html", body), n) for n in (1, 2)]
+    path.write_bytes(b"".join(records))
+    return path, {}, 8, {"too_large": 2, "duplicate_document": 1 + 3}
+
+
+def write_pdf(path: Path) -> tuple[Path, dict, int, dict]:
+    """An outline of two entries, one a page over MAX_DOC_BYTES: 2 records."""
+    from test_ingest_formats import TWO_PAGES, pdf_bytes, with_outline
+
+    path.write_bytes(with_outline(pdf_bytes([TWO_PAGES[0], "Big\n" + BIG]), [("Cache keys", 0), ("Big", 1)]))
+    return path, {}, 2, {"too_large": 1}
+
+
 FORMATS = {
+    "html": ("corpus.html", write_page("html")),
+    "markdown": ("corpus.md", write_page("markdown")),
+    "rst": ("corpus.rst", write_page("rst")),
+    "warc": ("crawl.warc", write_warc),
+    "pdf": ("manual.pdf", write_pdf),
     "jsonl": ("corpus.jsonl", write_jsonl),
     "wiki2txt": ("wiki2txt-output.txt", write_wiki2txt),
     "parquet": ("corpus.parquet", write_parquet),

@@ -33,6 +33,7 @@ from tasks.ingest.readers import (
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 PDF_OUTLINE_DEPTH = 3  # outline entries this deep or less start a section (as h1-h3 do)
 NO_TEXT_LAYER = "no text layer: scanned?"
+PAGE_BYTES_PER_DOC = 8  # an HTML, Markdown or reST file may be this many times max_doc_bytes (its sections less)
 
 
 def read_pages(path: Path, config: ReaderConfig, fmt: str, label: str) -> Iterator[Record | Reject | Tally]:
@@ -45,8 +46,9 @@ def read_pages(path: Path, config: ReaderConfig, fmt: str, label: str) -> Iterat
         yield from read_pdf(data, config, label, page=label)
         return
     where = f"{label}:1"
-    if len(data) > config.max_doc_bytes:
-        yield Reject(where, "too_large", f"{len(data)} bytes > max_doc_bytes={config.max_doc_bytes}")
+    if len(data) > PAGE_BYTES_PER_DOC * config.max_doc_bytes:  # markup weighs more than its text
+        limit = PAGE_BYTES_PER_DOC * config.max_doc_bytes
+        yield Reject(where, "too_large", f"{len(data)} bytes > {limit} ({PAGE_BYTES_PER_DOC} x max_doc_bytes)")
         return
     if fmt == "html":
         from tasks.ingest.html_text import html_page
@@ -133,9 +135,14 @@ def read_warc(path: Path, config: ReaderConfig, label: str) -> Iterator[Record |
                 yield Tally("drop:warc_not_html")
                 continue
             url = record.headers.get("WARC-Target-URI", "") or where
-            if record.content_length > config.max_doc_bytes:
+            if record.content_length > PAGE_BYTES_PER_DOC * config.max_doc_bytes:
                 yield Tally("pages")
-                yield Reject(where, "too_large", f"{record.content_length} bytes > max_doc_bytes")
+                limit = PAGE_BYTES_PER_DOC * config.max_doc_bytes
+                yield Reject(
+                    where,
+                    "too_large",
+                    f"{record.content_length} bytes > {limit} ({PAGE_BYTES_PER_DOC} x max_doc_bytes)",
+                )
                 continue
             page = html_page(record.reader.read(), record.http_charset)
             yield from page_records(url, where, page.title, page.sections, config)
