@@ -123,6 +123,24 @@ def test_document_pairs_are_seeded_mask_their_own_document_and_cut_the_ict_sente
         parse_kinds("title+summary")
 
 
+def test_the_overlap_of_a_documents_run_counts_held_out_documents_not_a_shared_heading_or_sentence(tmp_path, wiki):
+    """The documents recipe learns a document's title and sentences against its own body: a held-out section
+    whose heading, or one sentence, also stands in a training section is not trained on; its body is."""
+    from tasks.evaluate.overlap import overlap
+
+    train = wiki[:40] + [{"id": "t", "title": "Examples", "text": wiki[45]["text"].split(". ")[0] + ". Other."}]
+    run = tmp_path / "train" / "fp" / "export"
+    run.mkdir(parents=True)
+    split = tmp_path / "split" / "fp2"
+    split.mkdir(parents=True)
+    sentences_file(split / "part-00000.parquet", train)
+    (run.parent / "_manifest.json").write_text(json.dumps({"upstream": [{"path": "split/fp2"}]}), encoding="utf-8")
+    held = wiki[45:50]
+    shared = ["Examples", wiki[45]["text"].split(". ")[0] + "."]  # a heading and a sentence a training section has
+    assert overlap(str(run), [d["text"] for d in held] + shared)["overlap"] == 0
+    assert overlap(str(run), [d["text"] for d in held] + [wiki[3]["text"]])["overlap"] == 1  # a training body
+
+
 def write_documents_config(path: Path, corpus: Path, model: Path, lr: float, steps: int = 60) -> Path:
     """Defaults but the start model (a random tiny BERT: a large rate), the length and no STS guard."""
     path.write_text(

@@ -1,9 +1,13 @@
 """Did a model train on the texts it is scored on? The texts' fingerprint and their overlap with its training input.
 
 A model folder made by `train` is `<root>/train/<fingerprint>/export`; the run's manifest names its
-input (a `keywords` or `shuffle` output). Its texts (`text`, or the pair sides `a` and `b`) are
-compared with the evaluation's texts after `normalize`. Other models (baselines, downloaded
-encoders, SimCSE on a plain file) have no known training input: their overlap is unknown (None).
+input (a `keywords`, `shuffle` or `split` output). Its texts (`text`, or the pair sides `a` and `b`;
+for a `split` output, the documents recipe's input, each document's body: its sentences joined) are
+compared with the evaluation's texts after `normalize`. A split output counts whole documents because
+that recipe learns a document's own title and sentences against its own body: a held-out section whose
+heading ("Examples") or one sentence also stands in another, training, section was not trained on.
+Other models (baselines, downloaded encoders, SimCSE on a plain file) have no known training input:
+their overlap is unknown (None).
 """
 
 from __future__ import annotations
@@ -52,12 +56,28 @@ def training_input(model: str) -> tuple[str, list[Path]] | None:
     return ref["path"], sorted(folder.rglob("part-*.parquet"))
 
 
+SENTENCE_COLUMNS = ("doc_id", "sent_id", "is_title", "text")  # a split output: the sentences table
+
+
+def document_bodies(table) -> set[str]:
+    """The normalized body of each document of a sentences table (its non-title sentences in order)."""
+    bodies: dict[str, list[tuple[int, str]]] = {}
+    rows = zip(*(table.column(c).to_pylist() for c in SENTENCE_COLUMNS), strict=True)
+    for doc_id, sent_id, is_title, text in rows:
+        if not is_title and text is not None:
+            bodies.setdefault(doc_id, []).append((sent_id, text))
+    return {normalize(" ".join(t for _, t in sorted(parts))) for parts in bodies.values()}
+
+
 def training_texts(files: list[Path]) -> set[str]:
     import pyarrow.parquet as pq
 
     texts: set[str] = set()
     for path in files:
         names = set(pq.read_schema(path).names)
+        if set(SENTENCE_COLUMNS) <= names:
+            texts |= document_bodies(pq.read_table(path, columns=list(SENTENCE_COLUMNS)))
+            continue
         columns = [c for c in TEXT_COLUMNS if c in names]
         if columns:
             table = pq.read_table(path, columns=columns)
