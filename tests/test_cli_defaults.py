@@ -23,6 +23,7 @@ READER = {name: (ReaderConfig, name) for name in ("format", "text_field", "title
 BUILD_PAIRS = {
     **READER,
     "max_doc_bytes": (ReaderConfig, "max_doc_bytes"),
+    "unit": (ReaderConfig, "unit"),
     "source_name": (IngestConfig, "source_name"),
     "docs_per_shard": (IngestConfig, "docs_per_shard"),
     "max_sentence_chars": (SplitConfig, "max_sentence_chars"),

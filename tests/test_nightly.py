@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -211,12 +212,18 @@ def test_a_changed_preset_is_something_new_to_train(tmp_path, monkeypatch):
     from tasks.nightly.report import training_settings
 
     path = tmp_path / "nightly.toml"
-    path.write_text('[corpus]\npath = "docs"\n[train]\npreset = "cpu"\n')
+    path.write_text('[corpus]\npath = "docs"\n[train]\nmethod = "tfcsg"\npreset = "cpu"\n')
     cfg = load_nightly_config(path)
     before = training_settings(cfg)
     assert training_settings(load_nightly_config(path)) == before  # stable: same file, same preset
     monkeypatch.setitem(train_presets.PRESETS, "cpu", {**train_presets.PRESETS["cpu"], "s2s_weight": 3.0})
     assert training_settings(cfg) != before
+    # the documents recipe's preset counts by its values too
+    documents = replace(cfg, train=replace(cfg.train, method="documents"))
+    before = training_settings(documents)
+    changed = {**train_presets.DOCUMENT_PRESETS["cpu"], "passage_len": 256}
+    monkeypatch.setitem(train_presets.DOCUMENT_PRESETS, "cpu", changed)
+    assert training_settings(documents) != before
 
 
 PRIMARY = "stackoverflow-holdout/question_retrieval/precision@1"  # the held-out share of the corpus
