@@ -90,7 +90,7 @@ def roff_sections(source: str) -> list[tuple[str, str]]:
             current.clear()
 
     for line in source.splitlines():
-        if line.startswith(('.\\"', "'\\\"", '.\\"')) or line.startswith("'"):
+        if line.startswith(('.\\"', "'")):  # a comment, or a request with the no-break control character
             continue
         if line.startswith("."):
             name, *rest = line.split(None, 1) or [""]

@@ -28,6 +28,7 @@ from tasks.ingest.readers import (
     _decompress,
     _open_binary,
     compression_of,
+    decode_text,
 )
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -56,14 +57,9 @@ def read_pages(path: Path, config: ReaderConfig, fmt: str, label: str) -> Iterat
         page = html_page(data)
         title, sections = page.title, page.sections
     else:
-        if b"\x00" in data[:8192]:
-            yield Reject(where, "binary_file", "contains NUL bytes")
-            return
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            line = data[: exc.start].count(b"\n") + 1
-            yield Reject(f"{label}:{line}", "invalid_utf8", f"byte {exc.start}: {exc.reason}")
+        text = decode_text(data, where, label)
+        if isinstance(text, Reject):
+            yield text
             return
         title, sections = (markdown_page if fmt == "markdown" else rst_page)(text)
     yield from page_records(label, where, title or file_title(label), sections, config)

@@ -487,6 +487,17 @@ def read_delimited(
             raise CorpusError(f"{path}:{reader.line_num}: {exc}") from exc
 
 
+def decode_text(data: bytes, location: str, label: str) -> str | Reject:
+    """A text file's bytes as text, or the reject that says why not (NUL bytes: binary; not UTF-8: the line)."""
+    if b"\x00" in data[:SNIFF_BYTES]:
+        return Reject(location, "binary_file", "contains NUL bytes")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return Reject(f"{label}:{line}", "invalid_utf8", f"byte {exc.start}: {exc.reason}")
+
+
 def read_text_file(path: Path, config: ReaderConfig, label: str, source_id: str) -> Iterator[Record | Reject]:
     """One plain-text file (compressed or not) as one document; binary files are rejected."""
     location = f"{label}:1"
@@ -494,15 +505,9 @@ def read_text_file(path: Path, config: ReaderConfig, label: str, source_id: str)
     if size > config.max_doc_bytes:
         yield Reject(location, "too_large", f"{size} bytes > max_doc_bytes={config.max_doc_bytes}")
         return
-    data = _decompress(path.read_bytes())
-    if b"\x00" in data[:SNIFF_BYTES]:
-        yield Reject(location, "binary_file", "contains NUL bytes")
-        return
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        yield Reject(f"{label}:{line}", "invalid_utf8", f"byte {exc.start}: {exc.reason}")
+    text = decode_text(_decompress(path.read_bytes()), location, label)
+    if isinstance(text, Reject):
+        yield text
         return
     if not text.strip():
         yield Reject(location, "empty_text", "file is empty")
