@@ -58,12 +58,17 @@ def test_mine_keywords_on_stackoverflow_titles(tmp_path, titles):
 
 
 def test_sweep_plot_is_published_inline(tmp_path, titles):
-    from prefect.client.orchestration import get_client
-
     from flows.mine_keywords import mine_keywords
+    from tests.test_flow_artifacts import flow_artifacts
 
-    mine_keywords(input_path=str(titles), text_field="title", title_field="", ks=[3, 6], root=str(tmp_path / "d"))
-    with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts()
-    summaries = [a.data for a in artifacts if a.key == "keywords-summary"]
-    assert any("![coherence vs K](data:image/png;base64,iVBOR" in s for s in summaries)  # a PNG, inline
+    state = mine_keywords(
+        input_path=str(titles),
+        text_field="title",
+        title_field="",
+        ks=[3, 6],
+        root=str(tmp_path / "d"),
+        return_state=True,
+    )
+    # This run's artifacts only: the session's server holds every test's, past read_artifacts' default page.
+    summary = flow_artifacts(state)["keywords-summary"]
+    assert "![coherence vs K](data:image/png;base64,iVBOR" in summary  # a PNG, inline
