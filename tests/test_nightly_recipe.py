@@ -123,6 +123,41 @@ def test_document_pairs_are_seeded_mask_their_own_document_and_cut_the_ict_sente
         parse_kinds("title+summary")
 
 
+def test_each_draw_gives_every_document_both_pairs_an_epoch_and_masks_them_against_each_other(tmp_path, wiki):
+    source = sentences_file(tmp_path / "part-00000.parquet", wiki[:40])
+    coin = DocumentPairs(DocumentPairConfig(str(source), heldout_fraction=0.1, seed=3), WordTokenizer())
+    each = DocumentPairs(DocumentPairConfig(str(source), heldout_fraction=0.1, seed=3, draw="each"), WordTokenizer())
+    documents = [int(r) for r in coin.train_rows]
+    assert sorted({each.document(int(r)) for r in each.train_rows}) == documents  # the same split
+    counts = each.counts()
+    assert counts["train_documents"] == len(documents) and counts["train_rows"] == len(each.train_rows)
+    assert counts["train_rows"] == counts["with_title"] + counts["with_ict"] > len(documents)
+    for epoch in (0, 1):
+        pairs = {}
+        for row in each.train_rows:
+            doc = each.document(int(row))
+            query, passage = each.pair(int(row), epoch)
+            body = each.questions.sentences[doc]
+            is_title = int(row) % 2 == 0  # KINDS = (title, ict)
+            pairs.setdefault(doc, []).append(is_title)
+            if is_title:
+                assert (query, passage) == (wiki[doc]["title"], " ".join(body))
+            else:
+                assert query in body and passage == " ".join(s for s in body if s != query)
+        # every document with a body of two sentences gives its title pair and an ICT pair
+        two = [d for d in pairs if len(each.questions.sentences[d]) > 1]
+        assert two and all(sorted(pairs[d]) == [False, True] for d in two)
+    from models.tfcsg.losses import topic_negative_mask
+
+    rows = each.train_rows[:2]  # one document's two pairs
+    assert each.document(int(rows[0])) == each.document(int(rows[1]))
+    batch = each.collate(rows)
+    mask = topic_negative_mask(batch["topics"], batch["text_ids"])
+    assert bool(mask.all()), "a document's two pairs are not each other's negatives"
+    with pytest.raises(ValueError, match="draw must be one of"):
+        DocumentPairs(DocumentPairConfig(str(source), draw="both"), WordTokenizer())
+
+
 def test_the_overlap_of_a_documents_run_counts_held_out_documents_not_a_shared_heading_or_sentence(tmp_path, wiki):
     """The documents recipe learns a document's title and sentences against its own body: a held-out section
     whose heading, or one sentence, also stands in a training section is not trained on; its body is."""

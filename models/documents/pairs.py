@@ -4,9 +4,12 @@ Each document gives up to two pair kinds (`kinds`, '+'-joined):
 - `title`: its title -> its body (a section's heading finds the section; what `heldout-title` asks);
 - `ict`: the inverse cloze task (Lee et al. 2019): one of its sentences -> the body without that sentence
   (a passage finds another passage of the same text; what `heldout-ict` and page checks ask).
-One pair per document per epoch: where a document has both kinds, a seeded coin per (epoch, document)
-picks one, so an epoch costs one pass over the documents whatever the kinds, and two epochs show both.
-The ICT sentence is drawn per (epoch, document) too, among sentences of four words or more.
+How many pairs a document gives an epoch (`draw`):
+- `coin`: one; where a document has both kinds, a seeded coin per (epoch, document) picks one, so an epoch
+  costs one pass over the documents whatever the kinds;
+- `each`: one of each kind it has, so an epoch shows every document's title pair and an ICT pair (a
+  training row is then a (document, kind)).
+The ICT sentence is drawn per (epoch, document), among sentences of four words or more.
 
 The documents come from the split stage (its title row and its sentences), so the recipe reads the
 sentences GUR's pairs are mined from. A batch is what `TfcsgLoss` with `losses="kw"` reads: the queries
@@ -30,6 +33,7 @@ import torch
 from models.gur.pair_data import is_heldout
 
 KINDS = ("title", "ict")
+DRAWS = ("coin", "each")
 MIN_QUERY_WORDS = 4  # an ICT query sentence shorter than this says too little to find its passage
 
 
@@ -45,6 +49,7 @@ def parse_kinds(spec: str) -> tuple[str, ...]:
 class DocumentPairConfig:
     source: str  # a split stage folder (part-*.parquet: doc_id, sent_id, is_title, text) or one such file
     kinds: str = "title+ict"
+    draw: str = "coin"  # one pair per document an epoch, or `each` kind it has
     max_len: int = 64  # query tokens
     passage_len: int = 128  # passage tokens
     batch_size: int = 32
@@ -108,10 +113,13 @@ def _seeded(seed: int, epoch: int, row: int, salt: int) -> np.random.Generator:
 
 
 class DocumentPairs:
-    """Documents, their train / held-out split and batch building; `rows` of a batch are document numbers.
-    The pair a document gives depends on the epoch, which `QuestionStream` passes through `collate`."""
+    """Documents, their train / held-out split and batch building. A row is a document number (`coin`) or a
+    (document, kind) as `document * len(KINDS) + kind` (`each`). The pair a row gives depends on the epoch,
+    which `DocumentStream` passes through `collate`."""
 
     def __init__(self, config: DocumentPairConfig, tokenizer):
+        if config.draw not in DRAWS:
+            raise ValueError(f"draw must be one of {DRAWS}, got {config.draw!r}")
         self.config = config
         self.kinds = parse_kinds(config.kinds)
         self.tok = tokenizer
@@ -119,14 +127,23 @@ class DocumentPairs:
         # A document trains when it can give a pair: a title and a body, or two sentences (ICT).
         usable = np.array([bool(self._kinds_of(i)) for i in range(len(docs))], bool)
         held = np.array([is_heldout(k, config.heldout_fraction, config.seed) for k in docs.ids], bool)
-        self.train_rows = np.flatnonzero(usable & ~held)
-        self.heldout_rows = np.flatnonzero(usable & held)
+        self.train_rows = self._rows(np.flatnonzero(usable & ~held))
+        self.heldout_rows = self._rows(np.flatnonzero(usable & held))
         self.unusable = int((~usable).sum())
         if len(self.train_rows) == 0:
             raise ValueError(
                 f"{config.source}: no document gives a training pair ({len(docs)} documents; a pair needs a title "
                 f"and a body, or a body of two sentences for {self.kinds})"
             )
+
+    def _rows(self, documents: np.ndarray) -> np.ndarray:
+        if self.config.draw == "coin":
+            return documents
+        n = len(KINDS)
+        return np.array([d * n + KINDS.index(k) for d in documents for k in self._kinds_of(int(d))], np.int64)
+
+    def document(self, row: int) -> int:
+        return row if self.config.draw == "coin" else row // len(KINDS)
 
     def _kinds_of(self, row: int) -> list[str]:
         d = self.questions
@@ -138,10 +155,13 @@ class DocumentPairs:
         return out
 
     def pair(self, row: int, epoch: int) -> tuple[str, str]:
-        """(query, passage) of document `row` in `epoch`."""
+        """(query, passage) of training row `row` in `epoch`."""
         d = self.questions
-        kinds = self._kinds_of(row)
-        kind = kinds[0] if len(kinds) == 1 else kinds[int(_seeded(self.config.seed, epoch, row, 0).integers(2))]
+        if self.config.draw == "each":
+            row, kind = row // len(KINDS), KINDS[row % len(KINDS)]
+        else:
+            kinds = self._kinds_of(row)
+            kind = kinds[0] if len(kinds) == 1 else kinds[int(_seeded(self.config.seed, epoch, row, 0).integers(2))]
         sentences = d.sentences[row]
         if kind == "title":
             return d.titles[row], " ".join(sentences)
@@ -152,10 +172,12 @@ class DocumentPairs:
         return sentences[pick], " ".join(s for i, s in enumerate(sentences) if i != pick)
 
     def counts(self) -> dict[str, int]:
-        kinds = [self._kinds_of(i) for i in self.train_rows]
+        documents = sorted({self.document(int(r)) for r in self.train_rows})
+        kinds = [self._kinds_of(i) for i in documents]
         return {
             "documents": len(self.questions),
             "train_rows": len(self.train_rows),
+            "train_documents": len(documents),
             "heldout_rows": len(self.heldout_rows),
             "no_pair": self.unusable,
             "with_title": sum("title" in k for k in kinds),
@@ -173,7 +195,8 @@ class DocumentPairs:
         batch["kw_input_ids"], batch["kw_attention_mask"] = self._encode(
             [p for _, p in pairs], self.config.passage_len
         )
-        numbers = torch.as_tensor(np.asarray(rows, dtype=np.int64))
+        # The document's number: its two pairs (`each`) are never each other's negatives.
+        numbers = torch.as_tensor(np.array([self.document(int(r)) for r in rows], dtype=np.int64))
         batch["topics"], batch["text_ids"] = numbers, numbers.clone()
         return batch
 

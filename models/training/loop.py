@@ -144,6 +144,7 @@ class TrainConfig:
     interpolate: float = 1.0
     # documents (models/documents/pairs.py): `max_len` is the query's length; `batch_size`, the anchors too.
     pair_kinds: str = "title+ict"
+    pair_draw: str = "coin"  # one pair per document an epoch, or `each` kind it has
     passage_len: int = 128
 
     def model_head(self) -> str:
@@ -515,6 +516,7 @@ def build_documents(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: boo
         DocumentPairConfig(
             source=cfg.questions,
             kinds=cfg.pair_kinds,
+            draw=cfg.pair_draw,
             max_len=cfg.max_len,
             passage_len=cfg.passage_len,
             batch_size=cfg.batch_size,
@@ -529,7 +531,8 @@ def build_documents(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: boo
     counts = data.counts()
     if rank == 0:
         print(
-            f"documents: {counts['train_rows']} to train on ({counts['with_title']} with a title, "
+            f"documents: {counts['train_documents']} to train on, {counts['train_rows']} pairs an epoch "
+            f"({counts['with_title']} with a title, "
             f"{counts['with_ict']} with two sentences or more), {counts['heldout_rows']} held out "
             f"({len(eval_batches)} batches of {cfg.eval_batch}), {counts['no_pair']} without a pair; queries cut to "
             f"{cfg.max_len} tokens, passages to {cfg.passage_len}",

@@ -50,6 +50,7 @@ LATER_FIELDS = {
     "l2sp_weight": 0.0,
     "interpolate": 1.0,
     "pair_kinds": "title+ict",
+    "pair_draw": "coin",
     "passage_len": 128,
 }
 INPUT_STAGES = {

@@ -1,0 +1,99 @@
+"""Choose the documents recipe on a corpus's training side only: an inner held-out split, never the reported one.
+
+    .venv/bin/python benchmarks/recipe_dev.py --workdir /tmp/ladder2 --corpus python-docs [--variants coin,each,title]
+
+The corpus ladder (benchmarks/corpus_ladder.py) reports each corpus's first night on its seeded 20% held out
+(`holdout_seed = 0`). Choosing the recipe on those records would tune to the split it reports. Here the
+candidates are compared on the ladder root's *training side* (its `holdout/*/train/` mirror, which the
+reported held-out records never enter), split again with `holdout_seed = 1`: a first night there (the
+default recipe) makes the inner suite, then each variant trains on the same split output from MiniLM and is
+scored on the inner `heldout-title` and `heldout-ict` (MRR@10) and the STS-B train guard, mixed and unmixed.
+
+Variants (`--variants`, comma-separated): `coin` (the night's recipe: one pair per document an epoch),
+`each` (a title pair and an ICT pair of every document an epoch: twice the steps), `title` (title -> body
+only). Figures are wall time on whatever machine runs it; run nothing else heavy beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+SHARED = REPO.parent / "shared" / "data"
+VARIANTS = {"coin": {}, "each": {"pair_draw": "each"}, "title": {"pair_kinds": "title"}}
+TITLE, ICT, STS = "inner title MRR@10", "inner ICT MRR@10", "STS-B train rho"
+
+
+def inner_corpus(ladder_root: Path, out: Path) -> Path:
+    """Links to the ladder root's training-side files (the reported held-out records are not in them)."""
+    (mirror,) = ladder_root.glob("holdout/*/train")
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(mirror.glob("*.jsonl")):
+        link = out / path.name
+        if not link.exists():
+            link.symlink_to(path)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", required=True, help="the corpus ladder's workdir (its first night has run)")
+    parser.add_argument("--corpus", default="python-docs")
+    parser.add_argument("--variants", default="coin,each,title")
+    parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
+    args = parser.parse_args()
+
+    import pyarrow.parquet as pq
+    from gate_ladder import _value, score
+
+    from flows.nightly_retrain import nightly_retrain
+    from flows.train import train_flow
+    from storage.stage_output import ref_dir
+
+    work = Path(args.workdir) / args.corpus
+    corpus = inner_corpus(work / "data", work / "inner" / "corpus")
+    root = work / "inner" / "data"
+    if not (root / "nightly.toml").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "nightly.toml").write_text(
+            f'[corpus]\npath = "{corpus}"\n\n[evaluate]\nholdout_seed = 1\n', encoding="utf-8"
+        )
+    if not (root / "models" / "promotions").exists():
+        started = time.time()
+        nightly_retrain(root=str(root))
+        print(f"inner night: {time.time() - started:.0f} s wall", flush=True)
+    start = min(pq.read_table(root / "models" / "promotions").to_pylist(), key=lambda r: r["created_at"])["champion"]
+    suites = {
+        TITLE: ("beir", str(next(root.glob("holdout/*/heldout-title")))),
+        ICT: ("beir", str(next(root.glob("holdout/*/heldout-ict")))),
+    }
+    models = {"MiniLM (start)": start}
+    for name in args.variants.split(","):
+        started = time.time()
+        ref = train_flow(method="documents", root=str(root), init_from=start, options=VARIANTS[name])
+        manifest = json.loads((ref_dir(root, ref) / "_manifest.json").read_text(encoding="utf-8"))
+        models[name] = str(ref_dir(root, ref) / "export")
+        if manifest.get("unmixed"):
+            models[f"{name} unmixed"] = str(ref_dir(root, manifest["unmixed"]) / "export")
+        print(f"{name}: {time.time() - started:.0f} s wall to train (0 when reused)", flush=True)
+    extra = {STS: ("stsb", args.stsb)} if Path(args.stsb).is_file() else {}
+    table = score(models, suites, extra)
+    columns = [TITLE, ICT, *extra]
+    print("\n| model | " + " | ".join(columns) + " |\n" + "|---" * (len(columns) + 1) + "|")
+    for model, row in table.items():
+        print(f"| {model} | " + " | ".join(f"{_value(row[c]):.3f}" for c in columns) + " |")
+
+
+if __name__ == "__main__":
+    main()
