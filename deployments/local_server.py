@@ -9,8 +9,8 @@ first runs migrating one SQLite file at once both fail.
 
 from __future__ import annotations
 
-import fcntl
 import json
+import math
 import os
 import signal
 import socket
@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from models.training.process import alive
+from storage.locks import file_lock
 
 RECORD = "gur-server.json"
 LOCK = "gur-server.lock"
@@ -88,13 +89,8 @@ def running_server(home: Path | None = None) -> str | None:
 @contextmanager
 def start_lock(home: Path) -> Iterator[None]:
     """One server start (and database migration) at a time per Prefect home."""
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / LOCK, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(home / LOCK, wait_s=math.inf):
+        yield
 
 
 def start_ephemeral(home: Path) -> None:

@@ -8,11 +8,11 @@ lock: a killed holder never leaves it stale.
 
 from __future__ import annotations
 
-import fcntl
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+
+from storage.locks import LockBusy, file_lock
 
 LOCK = ".builds.lock"
 
@@ -25,29 +25,17 @@ class RootBusy(RuntimeError):
 def builds_lock(root: Path, exclusive: bool = False, wait_s: float = 3600.0, what: str = "") -> Iterator[None]:
     """Hold the lock for the block: shared for a flow, exclusive for gc; waits up to `wait_s` seconds."""
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    handle = open(root / LOCK, "a+", encoding="utf-8")
-    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-    deadline, said = time.monotonic() + wait_s, False
-    try:
-        while True:
-            try:
-                fcntl.flock(handle, mode | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    holder = "a build, training or evaluation" if exclusive else "gur gc"
-                    raise RootBusy(
-                        f"{root}: {holder} holds the data root; {what or 'try again when it ends'}"
-                    ) from None
-                if not said:
-                    holder = "builds to finish" if exclusive else "gur gc to finish"
-                    print(f"{root}: waiting for {holder} ({LOCK})", flush=True)
-                    said = True
-                time.sleep(0.2)
+
+    def waiting() -> None:
+        print(f"{root}: waiting for {'builds' if exclusive else 'gur gc'} to finish ({LOCK})", flush=True)
+
+    with ExitStack() as held:
+        try:
+            held.enter_context(file_lock(root / LOCK, shared=not exclusive, wait_s=wait_s, waiting=waiting))
+        except LockBusy:
+            holder = "a build, training or evaluation" if exclusive else "gur gc"
+            raise RootBusy(f"{root}: {holder} holds the data root; {what or 'try again when it ends'}") from None
         yield
-    finally:
-        handle.close()
 
 
 def holds_root(fn):

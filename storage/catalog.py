@@ -34,7 +34,6 @@ the root keeps more runs and builds. An open read-write session is waited for un
 
 from __future__ import annotations
 
-import fcntl
 import fnmatch
 import json
 import logging
@@ -43,7 +42,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from glob import glob as expand
 from glob import has_magic
@@ -54,6 +53,7 @@ import xxhash
 
 from storage.atomic import atomic_write_text
 from storage.layout import CATALOG, MANIFEST
+from storage.locks import LockBusy, file_lock
 
 log = logging.getLogger(__name__)
 LOCK = ".catalog.lock"
@@ -141,23 +141,14 @@ class CatalogPlan:
 @contextmanager
 def catalog_lock(root: Path, wait_s: float = WAIT_S) -> Iterator[None]:
     """Hold the catalog's writer lock; raise CatalogBusyError after `wait_s` seconds of waiting."""
-    root.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + wait_s
-    with open(root / LOCK, "a") as f:
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise CatalogBusyError(
-                        f"{root / CATALOG}: another run has been updating the catalog for {wait_s:.0f} s"
-                    ) from None
-                time.sleep(0.2)
+    with ExitStack() as held:
         try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            held.enter_context(file_lock(root / LOCK, wait_s=wait_s))
+        except LockBusy:
+            raise CatalogBusyError(
+                f"{root / CATALOG}: another run has been updating the catalog for {wait_s:.0f} s"
+            ) from None
+        yield
 
 
 def _unreadable_version(exc: Exception) -> bool:

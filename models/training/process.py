@@ -11,14 +11,16 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+
+from storage.locks import LockBusy, file_lock
+from storage.locks import lock_holder as held_by
 
 LOCK_NAME = ".trainer.lock"  # hidden: not part of the stage's output inventory
 PARENT_ENV = "GUR_PARENT_PID"
@@ -30,42 +32,24 @@ class TrainerRunningError(RuntimeError):
 
 def lock_holder(out_dir: Path) -> int | None:
     """The pid of a live trainer holding `out_dir`'s lock, or None."""
-    path = Path(out_dir) / LOCK_NAME
-    if not path.exists():
+    text = held_by(Path(out_dir) / LOCK_NAME)
+    if text is None:
         return None
-    with open(path, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            text = f.read().strip()
-            return int(text) if text.isdigit() else -1
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return None
+    return int(text) if text.isdigit() else -1
 
 
 @contextmanager
 def run_lock(out_dir: Path) -> Iterator[None]:
     """Hold `out_dir`'s trainer lock while training, or raise naming the trainer that has it."""
-    path = Path(out_dir) / LOCK_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
+    with ExitStack() as held:
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            pid = f.read().strip() or "?"
+            held.enter_context(file_lock(Path(out_dir) / LOCK_NAME, owner=str(os.getpid())))
+        except LockBusy as busy:
+            pid = busy.holder or "?"
             raise TrainerRunningError(
                 f"another trainer (pid {pid}) is still running on {out_dir}; wait for it or stop it (kill {pid})"
             ) from None
-        f.seek(0)
-        f.truncate()
-        f.write(str(os.getpid()))
-        f.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+        yield
 
 
 def alive(pid: int) -> bool:

@@ -23,12 +23,11 @@ than its allowance; a missing metric refuses.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +38,7 @@ import pyarrow.parquet as pq
 
 from storage.atomic import atomic_path, atomic_write_json
 from storage.layout import MANIFEST, in_root
+from storage.locks import LockBusy, file_lock
 from tasks.nightly.significance import PairedTest
 
 PROMOTION_SCHEMA = pa.schema(
@@ -356,25 +356,13 @@ def refuse_rolled_back(root: Path, candidate: str, decision: Decision) -> Decisi
 
 @contextmanager
 def root_lock(root: Path, owner: str):
-    """Hold `<root>/models/nightly.lock` for the block; a second holder gets NightlyBusy at once, naming the first.
-
-    An OS lock (flock): it is released when the holder exits or is killed, so a crashed run never
-    leaves a stale lock behind.
-    """
+    """Hold `<root>/models/nightly.lock` for the block; a second holder gets NightlyBusy at once, naming the first
+    (storage/locks.py: released when the holder exits or is killed)."""
     path = models_dir(root) / "nightly.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+", encoding="utf-8")
-    try:
+    me = f"{owner} (pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')})\n"
+    with ExitStack() as held:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            held_by = handle.read().strip() or "another process"
-            raise NightlyBusy(f"{path} is held by {held_by}: one nightly-retrain at a time per data root") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{owner} (pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')})\n")
-        handle.flush()
+            held.enter_context(file_lock(path, owner=me))
+        except LockBusy as busy:
+            raise NightlyBusy(f"{busy}: one nightly-retrain at a time per data root") from None
         yield
-    finally:
-        handle.close()  # closing drops the lock
