@@ -145,7 +145,7 @@ def _value(cell) -> float:
 
 def gate_decisions(table: dict, start: str, suites: list[str], confidence: float = 0.95) -> dict:
     """For each model and suite: would the gate (margin 0, paired test) promote it over `start`?"""
-    from tasks.nightly.champion import gate
+    from tasks.nightly.gate import gate
     from tasks.nightly.significance import paired_test
 
     out: dict[str, dict[str, bool]] = {}

@@ -9,7 +9,7 @@ the same recipe (`cpu` preset at its measured s2s weight 2, unmixed; `--steps` s
 init, and each candidate is gated against the champion on the held-out titles' P@1:
 
 - today's rule (before the paired test): candidate P@1 >= champion P@1 + margin 0;
-- the new gate (tasks/nightly/champion.py `gate`): 95% paired bootstrap interval of the per-query
+- the new gate (storage/champion.py `gate`): 95% paired bootstrap interval of the per-query
   gain above the margin 0 and sign-flip p-value < .05.
 
 No candidate is better than the champion by design, so every promotion is a promotion of noise.
@@ -72,7 +72,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from flows.mine_keywords import mine_keywords
-    from tasks.nightly.champion import gate
+    from tasks.nightly.gate import gate
     from tasks.nightly.holdout import HoldoutConfig, split_corpus
     from tasks.nightly.significance import paired_test
 

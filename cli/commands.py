@@ -282,8 +282,9 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from storage.champion import history, read_champion
     from storage.layout import data_root
-    from tasks.nightly.champion import history, model_in_use, read_champion
+    from tasks.embed.model_choice import model_in_use
 
     root = data_root(args.root)
     champion = read_champion(root)
@@ -306,9 +307,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
+    from storage.champion import promote_by_hand
     from storage.layout import data_root
     from tasks.embed.outputs import follow_champion
-    from tasks.nightly.champion import promote_by_hand
 
     pointer = promote_by_hand(
         data_root(args.root), Path(args.export), args.reason, then=lambda r: follow_champion(r, args.embed)
@@ -320,9 +321,9 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
+    from storage.champion import roll_back
     from storage.layout import data_root
     from tasks.embed.outputs import follow_champion
-    from tasks.nightly.champion import roll_back
 
     current, restored = roll_back(data_root(args.root), then=lambda r: follow_champion(r, args.embed))
     print(f"champion is #{restored['number']} again: {restored['export']} (was #{current['number']})")

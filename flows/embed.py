@@ -92,7 +92,7 @@ def night_embeddings(base, documents: dict[str, str], promoted: bool) -> str:
     held-out ones included (`documents`: an ingest output of the whole folder). After a promotion the new champion
     embeds everything (a new model fingerprint) and the view switches; otherwise only new files' shards are
     embedded. Returns the decision row's `embedded` note; an error is the note, never the night's failure."""
-    from tasks.nightly.champion import model_in_use
+    from tasks.embed.model_choice import model_in_use
 
     model, what_model = model_in_use(base)
     try:

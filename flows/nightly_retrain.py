@@ -11,7 +11,7 @@ One run, configured by `nightly.toml` (tasks/nightly/config.py):
    a run killed mid-training resumes from its checkpoint next time (same inputs, same folder);
 4. `evaluate` candidate and champion (first night: the init model, or MiniLM for a GUR model trained
    from scratch) on the suite;
-5. the gate (tasks/nightly/champion.py: `gate`): promote iff the suite shares no text with the
+5. the gate (storage/champion.py: `gate`): promote iff the suite shares no text with the
    candidate's training input, the primary metric's paired gain is above its noise and the margin
    (tasks/nightly/significance.py) and no guard drops more than allowed; an export that was rolled
    back is never promoted by a night. champion.json is replaced atomically and every decision,
@@ -31,10 +31,10 @@ from typing import Any
 from prefect import flow
 
 from flows.embed import night_embeddings
+from storage.champion import read_champion, record_decision, record_start, root_lock, set_champion
 from storage.disk_space import free_bytes, megabytes, training_space
 from storage.layout import data_root
 from storage.stage_output import ref_dir
-from tasks.nightly.champion import read_champion, record_decision, record_start, root_lock, set_champion
 from tasks.nightly.config import CONFIG_NAME, NightlyConfig, load_nightly_config
 from tasks.nightly.holdout import gate_suite
 from tasks.nightly.report import (
@@ -254,7 +254,9 @@ def _night(cfg: NightlyConfig, base: Path, name: str, trained: dict[str, str]) -
     cfg, suite = gate_suite(cfg, base)
     cfg = resolve_method(cfg)
     if champion is None:  # the model in use until a promotion: recorded, so embed, search and `gur models` say so
-        record_start(base, start_of(cfg, None) or "minilm", cfg.source)
+        from models.encoders import minilm_path
+
+        record_start(base, start_of(cfg, None) or str(minilm_path()), cfg.source)
     data = data_stages(cfg, base)
     night = night_data(base, data, started)
     settings = training_settings(cfg)

@@ -12,6 +12,7 @@ DONE_DIR = "_done"
 TMP_DIR = "_tmp"
 PREFECT_RESULTS = "prefect-results"
 CATALOG = "catalog.duckdb"
+SPLIT_SOURCE = "_source.json"  # a held-out split's corpus (for `gur du`: the folder name is a fingerprint)
 
 
 def data_root(root: str | os.PathLike | None = None) -> Path:

@@ -26,7 +26,7 @@ def test_embed_flow_view_and_the_nightly_hook(tmp_path):
     from flows.build_pairs import build_pairs
     from flows.embed import embed_flow, night_embeddings
     from storage.catalog import connect_catalog
-    from tasks.nightly.champion import PROMOTION_SCHEMA, set_champion
+    from storage.champion import PROMOTION_SCHEMA, set_champion
 
     assert PROMOTION_SCHEMA.names[-1] == "embedded"
     docs = wiki_documents(30, sentences=4)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from gur_cli import main as gur
+from storage.champion import read_champion, record_decision, roll_back, set_champion
 from storage.stage_output import StageOutput, ref_dir, verify_outputs
-from tasks.nightly.champion import read_champion, record_decision, roll_back, set_champion
 from tasks.retention.collect import collect
 from tasks.retention.plan import RetentionConfig, plan
 from tasks.retention.sweep import freed_by, freed_by_stage, size_by_stage, size_of

@@ -18,15 +18,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_bert import tiny_bert, titles  # noqa: E402
 
-from tasks.nightly.champion import (  # noqa: E402
-    Decision,
+from storage.champion import (  # noqa: E402
     NightlyBusy,
-    gate,
     history,
     promote_by_hand,
     read_champion,
     record_decision,
-    refuse_rolled_back,
     roll_back,
     rollback,
     rolled_back,
@@ -34,6 +31,7 @@ from tasks.nightly.champion import (  # noqa: E402
     set_champion,
 )
 from tasks.nightly.config import load_nightly_config  # noqa: E402
+from tasks.nightly.gate import Decision, gate, refuse_rolled_back  # noqa: E402
 from tasks.nightly.significance import paired_test  # noqa: E402
 
 

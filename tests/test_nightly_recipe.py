@@ -206,8 +206,8 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
 ):
     from flows.nightly_retrain import nightly_retrain
     from gur_cli import main as gur
+    from storage.champion import read_champion, read_start
     from tasks.embed.outputs import read_active
-    from tasks.nightly.champion import read_champion, read_start
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()

@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 
 def test_older_promotion_rows_read_with_nulls_in_newer_columns(tmp_path):
     from storage.catalog import refresh_catalog
+    from storage.champion import record_decision
     from storage.open_table import open_table
-    from tasks.nightly.champion import record_decision
 
     old = record_decision(tmp_path, {"decision": "promoted", "reason": "an older night"})
     # As an older release wrote it: without the columns added since.

@@ -201,6 +201,7 @@ def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, 
 
     from gur_cli import main as gur
     from storage.catalog import refresh_catalog
+    from storage.champion import read_champion
     from storage.layout import CATALOG, MANIFEST
     from tasks.embed.model_choice import choose_model
     from tasks.embed.outputs import read_active, set_active
@@ -208,7 +209,6 @@ def test_rollback_and_promote_move_search_to_the_champions_embeddings(tmp_path, 
     from tasks.embed.vectors import EmbedConfig
     from tasks.ingest.documents import IngestConfig
     from tasks.ingest.task import ingest
-    from tasks.nightly.champion import read_champion
 
     docs = wiki_documents(8, sentences=2)
     corpus, root = tmp_path / "corpus", tmp_path / "root"

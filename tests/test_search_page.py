@@ -34,13 +34,13 @@ def require_browser() -> None:
 def page_root(tmp_path) -> tuple[Path, list[dict]]:
     """A corpus embedded with a tiny champion; the page adds MiniLM (its start model) and BM25."""
     from storage.catalog import refresh_catalog
+    from storage.champion import set_champion
     from tasks.embed.model_choice import choose_model
     from tasks.embed.outputs import set_active
     from tasks.embed.task import embed_stage
     from tasks.embed.vectors import EmbedConfig
     from tasks.ingest.documents import IngestConfig
     from tasks.ingest.task import ingest
-    from tasks.nightly.champion import set_champion
 
     docs = wiki_documents(20, sentences=3)
     corpus, root = tmp_path / "corpus", tmp_path / "root"
@@ -58,8 +58,8 @@ def page_root(tmp_path) -> tuple[Path, list[dict]]:
 
 def test_the_first_column_says_champion_only_while_it_is(page_root, tmp_path):
     """A champion changed by hand while search keeps the old model's embeddings: its column says `in use`."""
+    from storage.champion import set_champion
     from tasks.embed.page import SearchPage
-    from tasks.nightly.champion import set_champion
 
     root, docs = page_root
     page = SearchPage.open(root, k=3)

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage.champion import read_champion, read_start
 from storage.layout import MANIFEST, in_root
 
 
@@ -44,10 +45,22 @@ def check_encoder_folder(path: Path, what: str = "model") -> None:
         raise ValueError(f"{what} {path}: config.json names no model_type, so it is not a transformer encoder")
 
 
-def default_model(root: Path) -> tuple[str, str]:
-    """(model folder, why): the model in use (tasks/nightly/champion.py: `model_in_use`)."""
-    from tasks.nightly.champion import model_in_use
+def model_in_use(root: Path) -> tuple[str, str]:
+    """(model folder, what it is): the champion, else the start model the first night recorded, else the
+    shipped MiniLM (every recipe's default start). Never a candidate no gate promoted."""
+    champion = read_champion(root)
+    if champion is not None:
+        return champion["export"], f"champion #{champion['number']}"
+    start = read_start(root)
+    if start is not None:
+        return start["export"], "the start model (no candidate promoted yet)"
+    from models.encoders import minilm_path
 
+    return str(minilm_path()), "the shipped MiniLM (no night has run and no model was promoted)"
+
+
+def default_model(root: Path) -> tuple[str, str]:
+    """(model folder, why): the model in use."""
     return model_in_use(root)
 
 

@@ -92,7 +92,7 @@ class SearchPage:
         self.loaded_for = (read_active(self.root) or {}).get("fingerprint")
 
     def is_champion(self, path: str) -> bool:
-        from tasks.nightly.champion import read_champion
+        from storage.champion import read_champion
 
         champion = read_champion(self.root)
         return champion is not None and Path(champion["export"]).resolve() == Path(path).resolve()

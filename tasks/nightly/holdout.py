@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storage.fingerprint import fingerprint
-from storage.layout import TMP_DIR, in_root
+from storage.layout import SPLIT_SOURCE, TMP_DIR, in_root
 from tasks.evaluate.overlap import normalize
 from tasks.ingest.readers import CorpusFile, LabelledReaderConfig, ReaderConfig, Record, corpus_files, read_member
 from tasks.nightly.config import ICT_TASK, LABELLED, PAIR_TASK, TITLE_TASK, NightlyConfig
@@ -49,7 +49,7 @@ from tasks.nightly.config import ICT_TASK, LABELLED, PAIR_TASK, TITLE_TASK, Nigh
 HOLDOUT_CODE_VERSION = "holdout-v2"  # v2: ingest's readers for every format; label-free suites
 HOLDOUT_FILE = "holdout.tsv"
 INDEX = "_index.json"
-SOURCE = "_source.json"  # the corpus the split was made from (for `gur du`: the folder name is a fingerprint)
+SOURCE = SPLIT_SOURCE  # the corpus the split was made from
 MIN_QUERIES = 10  # fewer and the paired test has nothing to stand on
 ICT_MIN_WORDS = 4  # an ICT query sentence needs some content; shorter ones are used only when nothing else is
 TRAIN_FIELDS = ReaderConfig(text_field="text", title_field="title", id_field="id")  # how the mirror is read

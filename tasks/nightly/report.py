@@ -80,7 +80,7 @@ def judge(
 ) -> tuple[Any, dict[str, Any], PairedTest | None]:
     """(the gate's Decision, the evidence it read, the paired test) for one night; an export that was rolled
     back is refused whatever its numbers (only `gur promote` brings it back)."""
-    from tasks.nightly.champion import gate, refuse_rolled_back
+    from tasks.nightly.gate import gate, refuse_rolled_back
     from tasks.nightly.significance import paired_test
 
     g = gate_cfg

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage.layout import SPLIT_SOURCE
 from tasks.retention.plan import Output, Plan, RetentionConfig, builds_by_corpus, made_from, plan, scan
 from tasks.retention.sweep import apply, freed_by_stage, size_by_stage, size_of, targets
 
@@ -28,7 +29,7 @@ def collect(
 ) -> GcResult:
     """One pass; a dry run (`do_apply` False) changes nothing but still waits for the locks (a consistent view)."""
     from storage.builds_lock import builds_lock
-    from tasks.nightly.champion import root_lock
+    from storage.champion import root_lock
 
     with root_lock(root, holder), builds_lock(root, exclusive=True, wait_s=wait_s, what="run gur gc after it"):
         return collect_locked(root, config, do_apply)
@@ -131,13 +132,11 @@ def shown_corpus(corpus: str) -> str:
     name the corpus the split was made from, as its `_source.json` records it."""
     import json
 
-    from tasks.nightly.holdout import SOURCE
-
     path = Path(corpus)
     for split in path.parents:
         if split.parent.name == "holdout" and (split / "train") in (path, *path.parents):
             try:
-                source = json.loads((split / SOURCE).read_text(encoding="utf-8"))["corpus"]
+                source = json.loads((split / SPLIT_SOURCE).read_text(encoding="utf-8"))["corpus"]
             except (OSError, ValueError, KeyError, TypeError):
                 return corpus
             return f"{source} (training share)"

@@ -268,7 +268,7 @@ def champions(root: Path, keep: int) -> dict[str, str]:
     """Train outputs of the champion, of the `keep` predecessors its history records (the `previous` chain each
     `gur rollback` walks back along: rolled-back entries in between do not use up the window) and of the newest
     `keep` history entries (`gur promote` may name one again) -> why they are kept."""
-    from tasks.nightly.champion import history, read_champion
+    from storage.champion import history, read_champion
 
     kept: dict[str, str] = {}
     current = read_champion(root)

@@ -1,4 +1,5 @@
-"""The current model of a data root: the champion pointer, its history, the gate and the promotions table.
+"""The current model of a data root: the champion pointer, its history, the start model, the promotions table
+and the root lock. The gate that decides a night's promotion is tasks/nightly/gate.py.
 
     <root>/models/champion.json             the promoted model (replaced atomically: temp file + os.replace,
                                             then the folder fsynced)
@@ -14,11 +15,6 @@ History numbers are allocated atomically (a hard link that fails when the number
 writers never overwrite one file. The promotions table gains columns by adding them to
 PROMOTION_SCHEMA: `record_decision` is its only writer, and the catalog reads its files by column
 name, so older rows show NULL in newer columns.
-
-The gate is a pure function: promote iff the suite shares no text with the candidate's training
-input, the primary metric's paired gain is larger than its noise (its bootstrap interval lies above
-the margin and the permutation p-value is below 1 - confidence) and no guard metric drops by more
-than its allowance; a missing metric refuses.
 """
 
 from __future__ import annotations
@@ -28,7 +24,6 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +34,6 @@ import pyarrow.parquet as pq
 from storage.atomic import atomic_path, atomic_write_json
 from storage.layout import MANIFEST, in_root
 from storage.locks import LockBusy, file_lock
-from tasks.nightly.significance import PairedTest
 
 PROMOTION_SCHEMA = pa.schema(
     [
@@ -99,10 +93,6 @@ def read_champion(root: Path) -> dict | None:
 def record_start(root: Path, export: str, config: str = "") -> dict:
     """Record the model in use before any promotion: the start model a night trains its first candidate from
     (`models/start.json`). Written when it changes; `gur models`, `gur embed`, search and the page read it."""
-    if export == "minilm":
-        from models.encoders import minilm_path
-
-        export = str(minilm_path())
     path = models_dir(root) / "start.json"
     current = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     if current.get("export") != export:
@@ -115,20 +105,6 @@ def record_start(root: Path, export: str, config: str = "") -> dict:
 def read_start(root: Path) -> dict | None:
     path = models_dir(root) / "start.json"
     return _here(root, json.loads(path.read_text(encoding="utf-8"))) if path.exists() else None
-
-
-def model_in_use(root: Path) -> tuple[str, str]:
-    """(model folder, what it is): the champion, else the start model the first night recorded, else the
-    shipped MiniLM (every recipe's default start). Never a candidate no gate promoted."""
-    champion = read_champion(root)
-    if champion is not None:
-        return champion["export"], f"champion #{champion['number']}"
-    start = read_start(root)
-    if start is not None:
-        return start["export"], "the start model (no candidate promoted yet)"
-    from models.encoders import minilm_path
-
-    return str(minilm_path()), "the shipped MiniLM (no night has run and no model was promoted)"
 
 
 def history(root: Path) -> list[dict]:
@@ -293,65 +269,6 @@ def record_decision(root: Path, row: dict[str, Any]) -> Path:
         {"stage": "promotions", "tables": {"promotions": "part-*.parquet"}, "finished_at": time.time()},
     )
     return path
-
-
-@dataclass(frozen=True)
-class Decision:
-    promote: bool
-    reason: str
-
-
-def gate(
-    candidate: dict[str, float],
-    champion: dict[str, float],
-    primary: str,
-    margin: float,
-    guards: dict[str, float],
-    test: PairedTest | None,
-    overlap: int | None = 0,
-) -> Decision:
-    """Promote iff the suite shares no text with the candidate's training input (`overlap` 0), the paired
-    `test` of the primary metric shows a gain above its noise (interval low end > margin, p-value <
-    1 - confidence) and no guard drops by more than allowed. An unknown overlap (None) or a missing
-    metric or test refuses."""
-    if overlap is None or overlap > 0:
-        what = "an unknown number of" if overlap is None else str(overlap)
-        return Decision(False, f"the suite shares {what} texts with the candidate's training input")
-    for name in (primary, *guards):
-        missing = [who for who, values in (("candidate", candidate), ("champion", champion)) if name not in values]
-        if missing:
-            return Decision(False, f"{name} was not measured for the {' and '.join(missing)}")
-    if test is None:
-        return Decision(False, f"{primary}: no per-query values, so no paired test")
-    alpha = 1.0 - test.confidence
-    shown = (
-        f"{primary} {candidate[primary]:.4f} vs {champion[primary]:.4f}: gain {test.gain:+.4f}, "
-        f"{test.confidence:.0%} interval [{test.low:+.4f}, {test.high:+.4f}], p = {test.p_value:.4f} "
-        f"over {test.n} queries"
-    )
-    if test.low <= margin:
-        return Decision(False, f"{shown}: the interval does not clear the margin {margin}")
-    if test.p_value >= alpha:
-        return Decision(False, f"{shown}: p >= {alpha:.2f}")
-    for name, allowed in guards.items():
-        drop = champion[name] - candidate[name]
-        if drop > allowed:
-            return Decision(
-                False, f"guard {name} drops {drop:.4f} ({champion[name]:.4f} -> {candidate[name]:.4f}) > {allowed}"
-            )
-    return Decision(True, f"{shown}; guards hold")
-
-
-def refuse_rolled_back(root: Path, candidate: str, decision: Decision) -> Decision:
-    """A night never promotes an export that `gur rollback` took back (`gur promote` still can)."""
-    mark = rolled_back(root).get(candidate)
-    if not decision.promote or mark is None:
-        return decision
-    return Decision(
-        False,
-        f"{decision.reason}; but this export was rolled back (champion #{mark['number']}): "
-        "only `gur promote` brings it back",
-    )
 
 
 @contextmanager

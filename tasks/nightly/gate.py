@@ -1,0 +1,72 @@
+"""The nightly gate, a pure function: promote iff the suite shares no text with the candidate's training
+input, the primary metric's paired gain is larger than its noise (its bootstrap interval lies above
+the margin and the permutation p-value is below 1 - confidence) and no guard metric drops by more
+than its allowance; a missing metric refuses. An export `gur rollback` took back is never promoted by a night.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage.champion import rolled_back
+from tasks.nightly.significance import PairedTest
+
+
+@dataclass(frozen=True)
+class Decision:
+    promote: bool
+    reason: str
+
+
+def gate(
+    candidate: dict[str, float],
+    champion: dict[str, float],
+    primary: str,
+    margin: float,
+    guards: dict[str, float],
+    test: PairedTest | None,
+    overlap: int | None = 0,
+) -> Decision:
+    """Promote iff the suite shares no text with the candidate's training input (`overlap` 0), the paired
+    `test` of the primary metric shows a gain above its noise (interval low end > margin, p-value <
+    1 - confidence) and no guard drops by more than allowed. An unknown overlap (None) or a missing
+    metric or test refuses."""
+    if overlap is None or overlap > 0:
+        what = "an unknown number of" if overlap is None else str(overlap)
+        return Decision(False, f"the suite shares {what} texts with the candidate's training input")
+    for name in (primary, *guards):
+        missing = [who for who, values in (("candidate", candidate), ("champion", champion)) if name not in values]
+        if missing:
+            return Decision(False, f"{name} was not measured for the {' and '.join(missing)}")
+    if test is None:
+        return Decision(False, f"{primary}: no per-query values, so no paired test")
+    alpha = 1.0 - test.confidence
+    shown = (
+        f"{primary} {candidate[primary]:.4f} vs {champion[primary]:.4f}: gain {test.gain:+.4f}, "
+        f"{test.confidence:.0%} interval [{test.low:+.4f}, {test.high:+.4f}], p = {test.p_value:.4f} "
+        f"over {test.n} queries"
+    )
+    if test.low <= margin:
+        return Decision(False, f"{shown}: the interval does not clear the margin {margin}")
+    if test.p_value >= alpha:
+        return Decision(False, f"{shown}: p >= {alpha:.2f}")
+    for name, allowed in guards.items():
+        drop = champion[name] - candidate[name]
+        if drop > allowed:
+            return Decision(
+                False, f"guard {name} drops {drop:.4f} ({champion[name]:.4f} -> {candidate[name]:.4f}) > {allowed}"
+            )
+    return Decision(True, f"{shown}; guards hold")
+
+
+def refuse_rolled_back(root: Path, candidate: str, decision: Decision) -> Decision:
+    """A night never promotes an export that `gur rollback` took back (`gur promote` still can)."""
+    mark = rolled_back(root).get(candidate)
+    if not decision.promote or mark is None:
+        return decision
+    return Decision(
+        False,
+        f"{decision.reason}; but this export was rolled back (champion #{mark['number']}): "
+        "only `gur promote` brings it back",
+    )
