@@ -1,6 +1,6 @@
 """Choose the documents recipe on a corpus's training side only: an inner held-out split, never the reported one.
 
-    .venv/bin/python benchmarks/recipe_dev.py --workdir /tmp/ladder2 --corpus python-docs [--variants coin,each,title]
+    .venv/bin/python benchmarks/recipe_dev.py --workdir /tmp/ladder2 --corpus python-docs [--variants coin,title,each]
 
 The corpus ladder (benchmarks/corpus_ladder.py) reports each corpus's first night on its seeded 20% held out
 (`holdout_seed = 0`). Choosing the recipe on those records would tune to the split it reports. Here the
@@ -50,7 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", required=True, help="the corpus ladder's workdir (its first night has run)")
     parser.add_argument("--corpus", default="python-docs")
-    parser.add_argument("--variants", default="coin,each,title")
+    parser.add_argument("--variants", default="coin,title,each")
     parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
     args = parser.parse_args()
 
@@ -69,11 +69,17 @@ def main() -> None:
         (root / "nightly.toml").write_text(
             f'[corpus]\npath = "{corpus}"\n\n[evaluate]\nholdout_seed = 1\n', encoding="utf-8"
         )
-    if not (root / "models" / "promotions").exists():
+    rows = root / "models" / "promotions"
+
+    def decided() -> list[dict]:
+        found = pq.read_table(rows).to_pylist() if rows.exists() else []
+        return sorted((r for r in found if r["decision"] in ("promoted", "refused")), key=lambda r: r["created_at"])
+
+    if not decided():  # none yet, or a night that failed: (re)run it, resuming what it finished
         started = time.time()
         nightly_retrain(root=str(root))
         print(f"inner night: {time.time() - started:.0f} s wall", flush=True)
-    start = min(pq.read_table(root / "models" / "promotions").to_pylist(), key=lambda r: r["created_at"])["champion"]
+    start = decided()[0]["champion"]
     suites = {
         TITLE: ("beir", str(next(root.glob("holdout/*/heldout-title")))),
         ICT: ("beir", str(next(root.glob("holdout/*/heldout-ict")))),

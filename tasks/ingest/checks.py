@@ -12,16 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.ingest.readers import (
-    FORMATS,
-    STRUCTURED,
-    CorpusError,
-    ReaderConfig,
-    _open_binary,
-    corpus_files,
-    detect_format,
-    file_format,
-)
+from tasks.ingest.raw_bytes import _open_binary
+from tasks.ingest.readers import corpus_files, detect_format, file_format
+from tasks.ingest.records import FORMATS, STRUCTURED, CorpusError, ReaderConfig
 
 # Column names to suggest when the named one is missing and no name is close to it, best first.
 LIKELY = {

@@ -19,17 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tasks.ingest.markup_text import Section, markdown_page, rst_page
-from tasks.ingest.readers import (
-    CorpusError,
-    ReaderConfig,
-    Record,
-    Reject,
-    Tally,
-    _decompress,
-    _open_binary,
-    compression_of,
-    decode_text,
-)
+from tasks.ingest.raw_bytes import _decompress, _open_binary, compression_of, decode_text
+from tasks.ingest.records import CorpusError, ReaderConfig, Record, Reject, Tally
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 PDF_OUTLINE_DEPTH = 3  # outline entries this deep or less start a section (as h1-h3 do)

@@ -13,15 +13,13 @@ format for every file (`textdir`: every file is one text document).
 
 from __future__ import annotations
 
-import bz2
 import csv
-import gzip
 import io
 import json
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import ParseError, iterparse
@@ -29,85 +27,17 @@ from xml.etree.ElementTree import ParseError, iterparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.fingerprint import HASHED_WHEN_SET
-
-# Formats read as pages of headed sections (`ReaderConfig.unit`), by `tasks/ingest/page_readers.py`.
-PAGE_FORMATS = ("html", "warc", "pdf", "markdown", "rst")
-FORMATS = ("jsonl", "wiki2txt", "parquet", "csv", "tsv", "textdir", "mediawiki", *PAGE_FORMATS)
-UNITS = ("section", "page")
-# Formats whose records have named fields (`--text-field` and friends apply to them).
-STRUCTURED = ("jsonl", "wiki2txt", "parquet", "csv", "tsv")
-COMPRESSED_SUFFIXES = (".gz", ".bz2", ".zst", ".zstd")
-SNIFF_BYTES = 8192
-
-
-class CorpusError(Exception):
-    """The input cannot be read at all; the message names the file (and line when known)."""
-
-
-@dataclass(frozen=True)
-class ReaderConfig:
-    """How to read one source. Field names apply to JSONL, Parquet and CSV/TSV."""
-
-    format: str = field(
-        default="auto", metadata={"help": "input format: " + ", ".join(FORMATS) + ", auto (from the name)"}
-    )
-    text_field: str = field(
-        default="text",
-        metadata={"help": "field/column with the document text (e.g. title for StackOverflow questions)"},
-    )
-    title_field: str = field(default="title", metadata={"help": "field/column with the title ('' for none)"})
-    id_field: str = field(default="id", metadata={"help": "field/column with the source id"})
-    max_doc_bytes: int = field(default=8_000_000, metadata={"help": "reject larger documents"})
-    textdir_title: str = "filename"  # "filename", "first_line" or "none"
-    unit: str = field(
-        default="section",
-        metadata={
-            "help": "HTML, WARC, PDF, Markdown, reST: one document per h1-h3 section (PDF: outline section), "
-            "or per page (file; WARC: response)",
-            "choices": UNITS,
-            HASHED_WHEN_SET: True,  # added later: at its default, fingerprints made before it stand
-        },
-    )
-
-    def __post_init__(self) -> None:
-        if self.unit not in UNITS:
-            raise ValueError(f"unit {self.unit!r}: expected one of {', '.join(UNITS)}")
-
-
-@dataclass(frozen=True)
-class Record:
-    location: str
-    source_id: str | None
-    title: str | None
-    text: str
-    coerced: tuple[str, ...] = ()  # fields turned into text on the way in (counted in the manifest)
-    label: str | None = None  # the label column's value, read only under a `LabelledReaderConfig`
-
-
-@dataclass(frozen=True)
-class LabelledReaderConfig(ReaderConfig):
-    """A `ReaderConfig` that also reads one label column into `Record.label` (the nightly held-out split).
-    A subclass, so that ingest's config, and every fingerprint made of it, never gains the field."""
-
-    label_field: str = "tag"
-
-
-@dataclass(frozen=True)
-class Reject:
-    location: str
-    reason: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class Tally:
-    """Something a page reader counted that is no record and no reject: a page read (`pages`), a WARC record
-    that is not an HTML page (`drop:<reason>`). Summed into the manifest; `read_member` passes tallies on
-    only when asked (`tallies=True`), so a caller that wants records and rejects never sees one."""
-
-    key: str
-    n: int = 1
+from tasks.ingest.raw_bytes import _decompress, _open_binary, decode_text
+from tasks.ingest.records import (
+    COMPRESSED_SUFFIXES,
+    FORMATS,
+    PAGE_FORMATS,
+    CorpusError,
+    ReaderConfig,
+    Record,
+    Reject,
+    Tally,
+)
 
 
 def format_from_name(name: str) -> str | None:
@@ -280,64 +210,6 @@ def stopped_at(rel: str, last: str) -> str:
 
 
 # Compression is told by the first bytes, not the name: a gzip file named `.jsonl` is still read.
-MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bz2", b"\x28\xb5\x2f\xfd": "zstd"}
-
-
-def compression_of(head: bytes) -> str | None:
-    return next((name for magic, name in MAGIC.items() if head.startswith(magic)), None)
-
-
-def _open_binary(path: Path):
-    with open(path, "rb") as f:
-        kind = compression_of(f.read(4))
-    if kind == "gzip":
-        return gzip.open(path, "rb")
-    if kind == "bz2":
-        return bz2.open(path, "rb")
-    if kind == "zstd":
-        import pyarrow as pa  # zstd without another dependency
-
-        return io.BufferedReader(_ArrowRaw(pa.CompressedInputStream(pa.OSFile(str(path), "rb"), "zstd")), 1 << 20)
-    return open(path, "rb")
-
-
-class _ArrowRaw(io.RawIOBase):
-    """An Arrow input stream as a Python raw stream (for `readline` and `TextIOWrapper`)."""
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        data = self._stream.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._stream.close()
-        super().close()
-
-
-def _decompress(data: bytes) -> bytes:
-    kind = compression_of(data[:4])
-    if kind == "gzip":
-        return gzip.decompress(data)
-    if kind == "bz2":
-        return bz2.decompress(data)
-    if kind == "zstd":
-        return _zstd(data)
-    return data
-
-
-def _zstd(data: bytes) -> bytes:
-    import pyarrow as pa
-
-    with pa.CompressedInputStream(pa.BufferReader(data), "zstd") as stream:
-        return stream.read()
-
-
 def _field(obj: dict, name: str) -> object:
     return obj.get(name) if name else None
 
@@ -485,17 +357,6 @@ def read_delimited(
                     f" (max_doc_bytes={config.max_doc_bytes:,}): raise --max-doc-bytes or split the record"
                 ) from exc
             raise CorpusError(f"{path}:{reader.line_num}: {exc}") from exc
-
-
-def decode_text(data: bytes, location: str, label: str) -> str | Reject:
-    """A text file's bytes as text, or the reject that says why not (NUL bytes: binary; not UTF-8: the line)."""
-    if b"\x00" in data[:SNIFF_BYTES]:
-        return Reject(location, "binary_file", "contains NUL bytes")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        return Reject(f"{label}:{line}", "invalid_utf8", f"byte {exc.start}: {exc.reason}")
 
 
 def read_text_file(path: Path, config: ReaderConfig, label: str, source_id: str) -> Iterator[Record | Reject]:

@@ -43,7 +43,8 @@ from pathlib import Path
 from storage.fingerprint import fingerprint
 from storage.layout import SPLIT_SOURCE, TMP_DIR, in_root
 from tasks.evaluate.overlap import normalize
-from tasks.ingest.readers import CorpusFile, LabelledReaderConfig, ReaderConfig, Record, corpus_files, read_member
+from tasks.ingest.readers import CorpusFile, corpus_files, read_member
+from tasks.ingest.records import LabelledReaderConfig, ReaderConfig, Record
 from tasks.nightly.config import ICT_TASK, LABELLED, PAIR_TASK, TITLE_TASK, NightlyConfig
 
 HOLDOUT_CODE_VERSION = "holdout-v2"  # v2: ingest's readers for every format; label-free suites
