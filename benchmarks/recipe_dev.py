@@ -54,11 +54,11 @@ def main() -> None:
     parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
     args = parser.parse_args()
 
-    import pyarrow.parquet as pq
     from gate_ladder import _value, score
 
     from flows.nightly_retrain import nightly_retrain
     from flows.train import train_flow
+    from storage.champion import read_start
     from storage.stage_output import ref_dir
 
     work = Path(args.workdir) / args.corpus
@@ -69,17 +69,11 @@ def main() -> None:
         (root / "nightly.toml").write_text(
             f'[corpus]\npath = "{corpus}"\n\n[evaluate]\nholdout_seed = 1\n', encoding="utf-8"
         )
-    rows = root / "models" / "promotions"
-
-    def decided() -> list[dict]:
-        found = pq.read_table(rows).to_pylist() if rows.exists() else []
-        return sorted((r for r in found if r["decision"] in ("promoted", "refused")), key=lambda r: r["created_at"])
-
-    if not decided():  # none yet, or a night that failed: (re)run it, resuming what it finished
+    if read_start(root) is None:  # no night has begun training yet
         started = time.time()
         nightly_retrain(root=str(root))
         print(f"inner night: {time.time() - started:.0f} s wall", flush=True)
-    start = decided()[0]["champion"]
+    start = read_start(root)["export"]  # the model the night's candidate trained from
     suites = {
         TITLE: ("beir", str(next(root.glob("holdout/*/heldout-title")))),
         ICT: ("beir", str(next(root.glob("holdout/*/heldout-ict")))),
