@@ -36,16 +36,9 @@ from storage.disk_space import free_bytes, megabytes, training_space
 from storage.layout import data_root
 from storage.stage_output import ref_dir
 from tasks.nightly.config import CONFIG_NAME, NightlyConfig, load_nightly_config
+from tasks.nightly.gate import judge, test_columns
 from tasks.nightly.holdout import gate_suite
-from tasks.nightly.report import (
-    decision_markdown,
-    judge,
-    metrics_by_model,
-    night_data,
-    publish,
-    test_columns,
-    training_settings,
-)
+from tasks.nightly.report import decision_markdown, metrics_by_model, night_data, publish, training_settings
 from tasks.runtime.catalog import update_catalog
 
 

@@ -2,15 +2,18 @@
 input, the primary metric's paired gain is larger than its noise (its bootstrap interval lies above
 the margin and the permutation p-value is below 1 - confidence) and no guard metric drops by more
 than its allowance; a missing metric refuses. An export `gur rollback` took back is never promoted by a night.
+`judge` is what a night calls: the evidence from its evaluation units, the paired test, the decision.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from storage.champion import rolled_back
-from tasks.nightly.significance import PairedTest
+from tasks.nightly.report import primary_evidence
+from tasks.nightly.significance import PairedTest, paired_test
 
 
 @dataclass(frozen=True)
@@ -70,3 +73,33 @@ def refuse_rolled_back(root: Path, candidate: str, decision: Decision) -> Decisi
         f"{decision.reason}; but this export was rolled back (champion #{mark['number']}): "
         "only `gur promote` brings it back",
     )
+
+
+def judge(
+    root: Path, units: list[dict[str, str]], metrics: dict, gate_cfg, candidate: str, champion: str
+) -> tuple[Any, dict[str, Any], PairedTest | None]:
+    """(the gate's Decision, the evidence it read, the paired test) for one night; an export that was rolled
+    back is refused whatever its numbers (only `gur promote` brings it back)."""
+    g = gate_cfg
+    evidence = primary_evidence(root, units, g.primary, candidate, champion)
+    test = None
+    if evidence["candidate"] is not None:
+        test = paired_test(evidence["candidate"], evidence["champion"], g.confidence)
+    cand, champ = metrics.get(candidate, {}), metrics.get(champion, {})
+    decision = gate(cand, champ, g.primary, g.margin, g.guards, test, evidence["overlap"])
+    decision = refuse_rolled_back(root, candidate, decision)
+    return decision, evidence, test
+
+
+def test_columns(test: PairedTest | None) -> dict[str, float | int | None]:
+    """The paired test's columns of a `promotions` row."""
+    if test is None:
+        return {}
+    return {
+        "gain": test.gain,
+        "gain_low": test.low,
+        "gain_high": test.high,
+        "p_value": test.p_value,
+        "confidence": test.confidence,
+        "queries": test.n,
+    }

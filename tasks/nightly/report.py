@@ -75,39 +75,6 @@ def primary_evidence(
     }
 
 
-def judge(
-    root: Path, units: list[dict[str, str]], metrics: dict, gate_cfg, candidate: str, champion: str
-) -> tuple[Any, dict[str, Any], PairedTest | None]:
-    """(the gate's Decision, the evidence it read, the paired test) for one night; an export that was rolled
-    back is refused whatever its numbers (only `gur promote` brings it back)."""
-    from tasks.nightly.gate import gate, refuse_rolled_back
-    from tasks.nightly.significance import paired_test
-
-    g = gate_cfg
-    evidence = primary_evidence(root, units, g.primary, candidate, champion)
-    test = None
-    if evidence["candidate"] is not None:
-        test = paired_test(evidence["candidate"], evidence["champion"], g.confidence)
-    cand, champ = metrics.get(candidate, {}), metrics.get(champion, {})
-    decision = gate(cand, champ, g.primary, g.margin, g.guards, test, evidence["overlap"])
-    decision = refuse_rolled_back(root, candidate, decision)
-    return decision, evidence, test
-
-
-def test_columns(test: PairedTest | None) -> dict[str, float | int | None]:
-    """The paired test's columns of a `promotions` row."""
-    if test is None:
-        return {}
-    return {
-        "gain": test.gain,
-        "gain_low": test.low,
-        "gain_high": test.high,
-        "p_value": test.p_value,
-        "confidence": test.confidence,
-        "queries": test.n,
-    }
-
-
 def training_settings(cfg: NightlyConfig) -> str:
     """What, besides the data, decides the candidate: a new value here means something new to train. A
     question preset counts by its values, not its name: a release that changes `cpu` retrains once."""
