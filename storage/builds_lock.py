@@ -9,7 +9,7 @@ lock: a killed holder never leaves it stale.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 from storage.locks import LockBusy, file_lock
@@ -29,12 +29,11 @@ def builds_lock(root: Path, exclusive: bool = False, wait_s: float = 3600.0, wha
     def waiting() -> None:
         print(f"{root}: waiting for {'builds' if exclusive else 'gur gc'} to finish ({LOCK})", flush=True)
 
-    with ExitStack() as held:
-        try:
-            held.enter_context(file_lock(root / LOCK, shared=not exclusive, wait_s=wait_s, waiting=waiting))
-        except LockBusy:
-            holder = "a build, training or evaluation" if exclusive else "gur gc"
-            raise RootBusy(f"{root}: {holder} holds the data root; {what or 'try again when it ends'}") from None
+    def refused(_: LockBusy) -> RootBusy:
+        holder = "a build, training or evaluation" if exclusive else "gur gc"
+        return RootBusy(f"{root}: {holder} holds the data root; {what or 'try again when it ends'}")
+
+    with file_lock(root / LOCK, shared=not exclusive, wait_s=wait_s, waiting=waiting, refused=refused):
         yield
 
 

@@ -42,7 +42,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from glob import glob as expand
 from glob import has_magic
@@ -141,13 +141,11 @@ class CatalogPlan:
 @contextmanager
 def catalog_lock(root: Path, wait_s: float = WAIT_S) -> Iterator[None]:
     """Hold the catalog's writer lock; raise CatalogBusyError after `wait_s` seconds of waiting."""
-    with ExitStack() as held:
-        try:
-            held.enter_context(file_lock(root / LOCK, wait_s=wait_s))
-        except LockBusy:
-            raise CatalogBusyError(
-                f"{root / CATALOG}: another run has been updating the catalog for {wait_s:.0f} s"
-            ) from None
+
+    def refused(_: LockBusy) -> CatalogBusyError:
+        return CatalogBusyError(f"{root / CATALOG}: another run has been updating the catalog for {wait_s:.0f} s")
+
+    with file_lock(root / LOCK, wait_s=wait_s, refused=refused):
         yield
 
 

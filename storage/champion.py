@@ -23,7 +23,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from storage.atomic import atomic_path, atomic_write_json
 from storage.layout import MANIFEST, in_root
-from storage.locks import LockBusy, file_lock
+from storage.locks import file_lock
 
 PROMOTION_SCHEMA = pa.schema(
     [
@@ -277,9 +277,7 @@ def root_lock(root: Path, owner: str):
     (storage/locks.py: released when the holder exits or is killed)."""
     path = models_dir(root) / "nightly.lock"
     me = f"{owner} (pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')})\n"
-    with ExitStack() as held:
-        try:
-            held.enter_context(file_lock(path, owner=me))
-        except LockBusy as busy:
-            raise NightlyBusy(f"{busy}: one nightly-retrain at a time per data root") from None
+    with file_lock(
+        path, owner=me, refused=lambda busy: NightlyBusy(f"{busy}: one nightly-retrain at a time per data root")
+    ):
         yield

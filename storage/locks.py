@@ -38,9 +38,11 @@ def file_lock(
     wait_s: float = 0.0,
     owner: str | None = None,
     waiting: Callable[[], None] | None = None,
+    refused: Callable[[LockBusy], Exception] | None = None,
 ) -> Iterator[None]:
     """Hold `path`'s lock for the block (exclusive, or `shared`). Busy: wait up to `wait_s` seconds (0: not at
-    all, `math.inf`: until it is free), calling `waiting` once when the wait begins, then raise LockBusy.
+    all, `math.inf`: until it is free), calling `waiting` once when the wait begins, then raise LockBusy (or
+    the caller's own error, `refused(busy)`).
     `owner`: written into the file once held (replacing what was there)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,7 +58,8 @@ def file_lock(
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise LockBusy(path, _read(handle)) from None
+                        busy = LockBusy(path, _read(handle))
+                        raise (refused(busy) if refused else busy) from None
                     if waiting and not said:
                         waiting()
                         said = True

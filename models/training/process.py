@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 
 from storage.locks import LockBusy, file_lock
@@ -41,14 +41,14 @@ def lock_holder(out_dir: Path) -> int | None:
 @contextmanager
 def run_lock(out_dir: Path) -> Iterator[None]:
     """Hold `out_dir`'s trainer lock while training, or raise naming the trainer that has it."""
-    with ExitStack() as held:
-        try:
-            held.enter_context(file_lock(Path(out_dir) / LOCK_NAME, owner=str(os.getpid())))
-        except LockBusy as busy:
-            pid = busy.holder or "?"
-            raise TrainerRunningError(
-                f"another trainer (pid {pid}) is still running on {out_dir}; wait for it or stop it (kill {pid})"
-            ) from None
+
+    def refused(busy: LockBusy) -> TrainerRunningError:
+        pid = busy.holder or "?"
+        return TrainerRunningError(
+            f"another trainer (pid {pid}) is still running on {out_dir}; wait for it or stop it (kill {pid})"
+        )
+
+    with file_lock(Path(out_dir) / LOCK_NAME, owner=str(os.getpid()), refused=refused):
         yield
 
 
