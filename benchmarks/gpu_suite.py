@@ -22,7 +22,7 @@ watchdog stops a part 15 s past the whole budget. The parts, in order:
 3. `tfcsg` (95 s): the default recipe (preset `cpu`) on `benchmarks/quality.py`'s StackOverflow dev split
    (keywords by the product's ingest and keywords stages), from MiniLM and from all-mpnet-base-v2: seconds
    per epoch at the preset batch and at the largest batch of a doubling search (a few steps each, up to the
-   first out-of-memory). Steps are the product's (`models.training.loop.train_step` on `build_questions`'
+   first out-of-memory). Steps are the product's (`models.training.loop.train_step` on `models.tfcsg.recipe.build`'
    recipe); a row steps through its epoch until 60% of its share of the part is spent, and extrapolates
    from the steps it timed when the epoch did not end (the row says which). MiniLM's epoch is exported,
    mixed with its start as the preset says, and scored on the dev part by
@@ -363,14 +363,16 @@ def product_run(cfg: Any) -> Stepper:
     """`_train_ranks` of models/training/loop.py up to its loop: one process, fresh weights."""
     import torch
 
-    from models.training.loop import METHODS, Run, build_optimizer, check_throughput_options, init_ranks, loss_runner
+    from models.training.loop import Run, build_optimizer, init_ranks, loss_runner
     from models.training.precision import autocast_for
+    from models.training.recipe import build_recipe
+    from models.training.throughput import check_throughput_options
 
     ranks = init_ranks(cfg)
     check_throughput_options(cfg, ranks.device)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    recipe = METHODS[cfg.method](cfg, out, 0, 1, False, load_weights=True)
+    recipe = build_recipe(cfg, out, 0, 1, False, load_weights=True)
     if cfg.epochs > 0:
         cfg = dataclasses.replace(cfg, max_steps=recipe.stream.steps_for(cfg.epochs))
     recipe.model.to(ranks.device)
@@ -1118,7 +1120,7 @@ def build_shards(ctx: Ctx, corpus: Path) -> tuple[Path, dict[str, int]]:
 
 
 def part_scratch(ctx: Ctx, clock: Clock, part: Part) -> None:
-    from models.training.loop import TrainConfig
+    from models.training.config import TrainConfig
     from tasks.evaluate.models import resolve_model
     from tasks.evaluate.scoring import dense_retrieval
 

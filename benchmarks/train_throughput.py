@@ -51,8 +51,9 @@ import torch  # noqa: E402
 from models.gur.losses import GurLoss  # noqa: E402
 from models.gur.model import GurModel, GurModelConfig, preset_config  # noqa: E402
 from models.gur.packing import pad_label_width  # noqa: E402
-from models.gur.pair_data import DataConfig, PairStream, collate, count_tokens  # noqa: E402
+from models.gur.pair_data import DataConfig, PairStream, collate  # noqa: E402
 from models.gur.tokenizer import train_wordpiece  # noqa: E402
+from models.training.measures import count_tokens  # noqa: E402
 
 DRAW = 64  # most pairs one batch draws from distinct documents of the demo corpus (about 90 have pairs)
 

@@ -183,7 +183,7 @@ def parse_train(add: Add) -> None:
     p.add_argument(
         "--options",
         default="",
-        help="any other TrainConfig field (models/training/loop.py) as JSON, e.g. "
+        help="any other TrainConfig field (models/training/config.py) as JSON, e.g. "
         '\'{"kl_weight": 0.5, "kl_detach_target": false}\' (default: none, the preset\'s values); fields: '
         + ", ".join(train_option_names()),
     )

@@ -20,7 +20,8 @@ from transformers.models.t5.modeling_t5 import T5Attention  # noqa: E402
 
 from models.gur.attention import allowed, attend, build_bias, relative_position_bucket  # noqa: E402
 from models.gur.model import GurModel, preset_config  # noqa: E402
-from models.training.loop import TrainConfig, check_throughput_options  # noqa: E402
+from models.training.config import TrainConfig  # noqa: E402
+from models.training.throughput import check_throughput_options  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 

@@ -99,7 +99,7 @@ def test_one_seed_option_is_both_configs_default():
 
 
 def test_train_options_default_to_the_config_or_the_preset():
-    from models.training.loop import TrainConfig
+    from models.training.config import TrainConfig
 
     parsed = parse("train")
     assert parsed["objective"] == field_default(TrainConfig, "objective")
@@ -159,7 +159,7 @@ def test_cli_and_flow_agree_on_the_other_parameters(command):
 
 def test_train_flow_defaults_are_the_config_defaults():
     from flows.train import train_flow
-    from models.training.loop import TrainConfig
+    from models.training.config import TrainConfig
 
     parameters = inspect.signature(train_flow.fn).parameters
     for name in ("objective", "init_from"):

@@ -106,7 +106,7 @@ def test_check_corpus_reads_each_formats_fields(tmp_path):
 def test_train_options_are_the_train_config_fields():
     from dataclasses import fields
 
-    from models.training.loop import TrainConfig
+    from models.training.config import TrainConfig
 
     assert set(train_option_names()) == {f.name for f in fields(TrainConfig)} - {
         "out_dir",

@@ -22,8 +22,9 @@ from models.gur.packing import (  # noqa: E402
     pool_segments,
     shift_right_in_segments,
 )
-from models.gur.pair_data import collate, count_tokens  # noqa: E402
+from models.gur.pair_data import collate  # noqa: E402
 from models.gur.tokenizer import train_wordpiece  # noqa: E402
+from models.training.measures import count_tokens  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 

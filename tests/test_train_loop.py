@@ -225,7 +225,7 @@ def test_a_run_from_scratch_exports_the_same_bytes_in_another_process(shards, tm
 
 
 def test_a_gpu_run_at_the_defaults_is_told_the_faster_options_and_they_are_valid():
-    from models.training.loop import check_throughput_options, gpu_hint
+    from models.training.throughput import check_throughput_options, gpu_hint
 
     base = TrainConfig(out_dir="", shards="")
     hint = gpu_hint(base, "cuda")

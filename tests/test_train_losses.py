@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.gur.losses import compute_loss_from_embeddings, in_batch_accuracy
+from models.training.measures import compute_loss_from_embeddings, in_batch_accuracy
 
 
 def test_aligned_orthonormal_pairs_give_almost_zero():

@@ -13,11 +13,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from train_shards import TINY_PAIRS as PAIRS  # noqa: E402
 
+from models.gur.export import automodel_embed, export_model  # noqa: E402
 from models.gur.losses import GurLoss  # noqa: E402
 from models.gur.model import GurModel, pool, preset_config  # noqa: E402
 from models.gur.pair_data import collate  # noqa: E402
 from models.gur.tokenizer import load_tokenizer, train_wordpiece  # noqa: E402
-from models.training.export import automodel_embed, export_model  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 
@@ -144,6 +144,6 @@ def test_contrastive_loss_on_clean_views_uses_a_second_encoder_pass(tok):
     batch = collate(PAIRS, tok, 32, np.random.default_rng(0), clean_views=True)
     _, parts = GurLoss(model, "lm+cl")(batch)
     emb = model.embed(batch["cl_input_ids"], batch["cl_attention_mask"])
-    from models.gur.losses import compute_loss_from_embeddings
+    from models.training.measures import compute_loss_from_embeddings
 
     assert torch.allclose(parts["cl"], compute_loss_from_embeddings(*emb.chunk(2)), atol=1e-6)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from models.sts.train import StsTrainConfig
-from models.training.loop import TrainConfig
+from models.training.config import TrainConfig
 from models.training.schedule import get_lr
 
 

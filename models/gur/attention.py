@@ -11,7 +11,7 @@ does not scale them. Within a segment the relative positions of a packed row are
 sentence alone, and across segments the mask blocks the pair, so the bias of a packed row is
 the ordinary [heads, q, k] bias of its length: no segment-aware position ids are needed.
 
-Kernels (`ATTENTION`):
+Kernels (`models.training.throughput.ATTENTION`, the names a run's `attention` option takes):
 - `eager`: scores + bias, softmax, dropout, @ V (transformers' own T5 arithmetic);
 - `sdpa`: `F.scaled_dot_product_attention` with bias + mask folded into one additive float mask,
   built once per batch and shared by every layer (cuDNN / memory-efficient kernels on a GPU);
@@ -32,14 +32,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
-ATTENTION = ("eager", "sdpa", "flex")
-
-
-def check_attention(name: str) -> str:
-    if name not in ATTENTION:
-        raise ValueError(f"unknown attention {name!r}; choose from {ATTENTION}")
-    return name
 
 
 def relative_position_bucket(relative: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:

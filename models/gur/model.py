@@ -33,9 +33,9 @@ from transformers import (
 from transformers.modeling_outputs import BaseModelOutput
 
 from models.gur import t5_forward
-from models.gur.attention import check_attention
 from models.gur.fused_head import linear_cross_entropy
 from models.gur.packing import pool_segments, shift_right_in_segments
+from models.training.throughput import check_attention
 
 POOLINGS = ("cls", "mean", "eos")
 HEADS = ("mlp", "none")

@@ -155,12 +155,6 @@ def _round8(n: int) -> int:
     return (n + 7) // 8 * 8
 
 
-def count_tokens(batch: dict[str, torch.Tensor]) -> int:
-    """Real (non-pad) encoder input tokens plus real target tokens (TFCSG batches: every input's mask)."""
-    masks = sum(int(v.sum()) for k, v in batch.items() if k.endswith("attention_mask") and not k.startswith("cl_"))
-    return masks + int((batch["labels"] != -100).sum()) if "labels" in batch else masks
-
-
 class PairStream:
     """An endless, resumable iterator of (bucket, batch) over the shards."""
 

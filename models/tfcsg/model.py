@@ -27,7 +27,6 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from models.gur.losses import in_batch_accuracy
 from models.gur.model import pool
 from models.tfcsg.losses import (
     contrastive_loss,
@@ -38,6 +37,7 @@ from models.tfcsg.losses import (
     topic_negative_mask,
     weight_anchor_loss,
 )
+from models.training.measures import in_batch_accuracy
 
 LOSSES = ("cl", "kl", "s2s", "kw")
 NEGATIVES = ("all", "topic-masked")

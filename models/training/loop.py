@@ -1,10 +1,11 @@
 """Encoder training, one loop for every method: config, recipe, optimizer, get_lr, evaluate, loop. Resumable; DDP.
 
-A method's `Recipe` gives the model, loss, batch stream, held-out batches and export: `gur` (T5
-on shard pairs, `build_gur`), `tfcsg` and `simcse` (a pretrained encoder on questions and their
-keyword sequences, `build_questions`), `documents` (a pretrained encoder on pairs cut from long
-documents, `build_documents`). Everything else (optimizer, schedule, accumulation,
-bf16, DDP, signals, checkpoints, metrics, curves, export, summary) is the same code.
+A method's `Recipe` (models/training/recipe.py) gives the model, loss, batch stream, held-out batches and
+export, built by its family's `recipe` module: `gur` (T5 on shard pairs, models/gur/recipe.py), `tfcsg` and
+`simcse` (a pretrained encoder on questions and their keyword sequences, models/tfcsg/recipe.py), `documents`
+(a pretrained encoder on pairs cut from long documents, models/documents/recipe.py). Everything else
+(optimizer, schedule, accumulation, bf16, DDP, signals, checkpoints, metrics, curves, export, summary) is the
+same code, and imports no method family.
 
     python -m models.training.loop --config run.json                 # one process (CPU or one GPU)
     torchrun --nproc_per_node=8 -m models.training.loop --config run.json
@@ -35,172 +36,16 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from models.gur.attention import check_attention
-from models.gur.losses import GurLoss, compute_loss_from_embeddings, in_batch_accuracy
-from models.gur.model import GurModel, preset_config
-from models.gur.pair_data import (
-    DataConfig,
-    PairStream,
-    bucket_files,
-    collate,
-    count_tokens,
-    distinct_doc_batches,
-    heldout_pairs,
-)
-from models.gur.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
-from models.training import presets as train_presets
 from models.training.checkpoints import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from models.training.config import TrainConfig
+from models.training.measures import compute_loss_from_embeddings, count_tokens, in_batch_accuracy
 from models.training.precision import autocast_for
 from models.training.process import run_lock, watch_parent
+from models.training.recipe import METHODS, Recipe, build_recipe
 from models.training.schedule import get_lr
-from storage.atomic import atomic_path, atomic_write_text
+from models.training.throughput import check_throughput_options, gpu_hint
+from storage.atomic import atomic_write_text
 from storage.progress import eta_seconds, format_duration
-
-DEFAULT_PROMPTS = (
-    "Anarchism is a political <extra_id_0> that rejects hierarchy.",
-    "The president of the United States is <extra_id_0> every four years.",
-    "Autism is a developmental disorder characterized by difficulties with <extra_id_0> interaction.",
-)
-
-
-@dataclass
-class TrainConfig:
-    out_dir: str
-    shards: str  # gur: the shuffle stage folder; tfcsg / simcse: unused (see `questions`)
-    method: str = train_presets.METHODS[0]  # gur | tfcsg | simcse (models.tfcsg.model) | documents
-    preset: str = "tiny"
-    objective: str = train_presets.OBJECTIVES[0]  # lm+cl (GUR-FULL), cl (the paper's GUR-LM), lm (GUR-CL)
-    alpha: float = 1.0
-    temperature: float = 0.1
-    pooling: str = "cls"
-    init_from: str = ""  # pretrained encoder folder to warm-start from (its tokenizer is used)
-    head: str = "auto"  # "mlp", "none", or "auto": none when warm-starting, else mlp (models.gur.model)
-    vocab_size: int = 8000  # WordPiece trained on the shards when not warm-starting
-    tokenizer_sample: int = 200_000
-    dropout: float = 0.1
-    max_steps: int = 1000
-    lr: float = 1e-4
-    schedule: str = "constant"  # constant with warmup (the paper) or cosine (models.training.schedule.get_lr)
-    warmup_steps: int = 100
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    grad_accum: int = 1
-    short_seq_len: int = 32
-    long_seq_len: int = 128
-    short_batch: int = 64
-    long_batch: int = 16
-    shuffle_buffer: int = 4096
-    heldout_fraction: float = 0.05
-    heldout_key: str = "doc"
-    fixed_shapes: bool = False  # pad to the bucket length: static shapes, for `compile` on a GPU
-    cl_inputs: str = "masked"  # masked: CL on the masked inputs (the paper, one encoder pass); clean: a second pass
-    # Throughput (gur, T5 from scratch; see `check_throughput_options`): the same losses, fewer wasted FLOPs.
-    attention: str = "eager"  # eager | sdpa | flex (models.gur.attention; flex trains on a GPU only)
-    packing: bool = False  # several sentences per row under a block-diagonal mask (models.gur.packing)
-    pack_len: int = 0  # packed row width in tokens; 0: each bucket's sequence length
-    fused_lm_head: bool = False  # LM head + cross-entropy in chunks, never the full logits (models.gur.fused_head)
-    seed: int = 0
-    dtype: str = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU; bf16 on either; fp32 (models.training.precision)
-    compile: bool = False
-    threads: int = 0
-    log_every: int = 10
-    eval_every: int = 100
-    eval_pairs: int = 512
-    eval_batch: int = 32
-    ckpt_every: int = 200
-    ckpt_every_s: float = 180.0  # also checkpoint when this many seconds passed since the last one (0: off)
-    keep_checkpoints: int = 2
-    prompts: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPTS))
-    stop_at_step: int = 0  # tests: leave the loop after this step with no final checkpoint (as if killed)
-    export: bool = True
-    # tfcsg / simcse (models.tfcsg.model, models.tfcsg.question_data); `temperature`, `pooling`, `dropout`,
-    # `init_from`, `heldout_fraction`, `eval_batch` and `eval_pairs` apply to them too.
-    questions: str = ""  # a keywords stage folder, or a file / folder with a text column
-    text_field: str = "text"
-    losses: str = "kw+s2s"  # '+'-joined from cl, kl, s2s, kw
-    negatives: str = "topic-masked"  # all | topic-masked
-    sampling: str = "random"  # random | topic-spread: batches that spread each GSDMM topic evenly
-    # A nightly candidate on a grown corpus: train on the rows the keywords output `replay_since` (a fingerprint)
-    # does not hold plus a seeded sample of those it holds, `replay_ratio` times as many (models.tfcsg.question_data).
-    replay_since: str = ""
-    replay_ratio: float = 1.0
-    replay_source: str = ""  # the task sets it: the `replay_since` output's folder
-    max_len: int = 32  # tokens of a question (and of its keyword sequence), [CLS] and [SEP] included
-    batch_size: int = 64
-    epochs: float = 0.0  # > 0: max_steps = the steps that show every training row this often
-    cl_weight: float = 1.0
-    kw_weight: float = 1.0
-    kl_weight: float = 1.0
-    s2s_weight: float = 1.0
-    kl_detach_target: bool = True  # stop-gradient on h_t: the keyword vector is the KL's target
-    kl_activation: str = "sigmoid"  # the paper's sigmoid on x_hat, or linear
-    ae_dim: int = 256  # size of the auto-encoder's code z
-    # Keeping the start model's general-purpose geometry (models.tfcsg.model; 0 / 1.0: off). The two anchors are
-    # losses against a frozen copy of `init_from`; `interpolate` mixes the trained encoder's weights with the
-    # start's at export, w * trained + (1 - w) * start, as a run of its own over the unmixed run (tasks.train).
-    sim_anchor_weight: float = 0.0
-    l2sp_weight: float = 0.0
-    interpolate: float = 1.0
-    # documents (models/documents/pairs.py): `max_len` is the query's length; `batch_size`, the anchors too.
-    pair_kinds: str = "title+ict"
-    pair_draw: str = "coin"  # one pair per document an epoch, or `each` kind it has
-    passage_len: int = 128
-
-    def model_head(self) -> str:
-        if self.head not in ("auto", "mlp", "none"):
-            raise ValueError(f"head must be auto, mlp or none, got {self.head!r}")
-        return ("none" if self.init_from else "mlp") if self.head == "auto" else self.head
-
-    def data_config(self) -> DataConfig:
-        return DataConfig(
-            self.shards,
-            self.short_seq_len,
-            self.long_seq_len,
-            self.short_batch,
-            self.long_batch,
-            self.shuffle_buffer,
-            self.seed,
-            heldout_fraction=self.heldout_fraction,
-            heldout_key=self.heldout_key,
-            fixed_shapes=self.fixed_shapes,
-            clean_views=self.cl_inputs == "clean" and self.objective != "lm",
-            packing=self.packing,
-            pack_len=self.pack_len,
-        )
-
-
-def check_throughput_options(cfg: TrainConfig, device: torch.device) -> None:
-    """One-line errors for attention / packing / fused_lm_head values that cannot run."""
-    check_attention(cfg.attention)
-    changed = [
-        name
-        for name, default in (("attention", "eager"), ("packing", False), ("pack_len", 0), ("fused_lm_head", False))
-        if getattr(cfg, name) != default
-    ]
-    if changed and (cfg.method != "gur" or cfg.init_from):
-        raise ValueError(
-            f"{', '.join(changed)}: options of the GUR T5 trained from scratch (method gur, no init_from)"
-        )
-    if cfg.pack_len and cfg.pack_len < max(cfg.short_seq_len, cfg.long_seq_len):
-        raise ValueError(f"pack_len {cfg.pack_len} is shorter than a bucket's sequence length; use 0 or >= both")
-    if cfg.attention == "flex" and device.type != "cuda":
-        raise ValueError(
-            "attention 'flex' trains on a GPU only (torch has no FlexAttention backward on the CPU); use sdpa"
-        )
-
-
-def gpu_hint(cfg: TrainConfig, device_type: str) -> str:
-    """A line for a GUR run from scratch on a GPU at the throughput defaults: the measured faster options (not
-    the default: a changed default would change every existing run's fingerprint and a CPU run's bytes)."""
-    if device_type != "cuda" or cfg.method != "gur" or cfg.init_from:
-        return ""
-    if cfg.attention != "eager" or cfg.packing or cfg.fused_lm_head:
-        return ""
-    return (
-        'GPU: --options \'{"attention": "sdpa", "packing": true, "fused_lm_head": true, "compile": true, '
-        '"fixed_shapes": true}\' trains the same losses 4.6x faster on one H200 (docs/training.md)'
-    )
 
 
 def gather(obj: Any, world: int) -> list[Any]:
@@ -211,38 +56,15 @@ def gather(obj: Any, world: int) -> list[Any]:
     return out
 
 
-def build_tokenizer(cfg: TrainConfig, tok_dir: Path) -> GurTokenizer:
-    """Load `tok_dir` if present; else the warm-start folder's tokenizer or WordPiece trained on the shards."""
-    if (tok_dir / "tokenizer_config.json").exists():
-        return load_tokenizer(tok_dir)
-    if cfg.init_from:
-        tok = load_tokenizer(cfg.init_from)
-    else:
-        import pyarrow.parquet as pq
-
-        texts: list[str] = []
-        for path in [p for b in ("short", "long") for p in bucket_files(cfg.shards, b)]:
-            cols = pq.read_table(path, columns=["a", "b"]).to_pydict()
-            texts.extend(cols["a"] + cols["b"])
-            if len(texts) >= cfg.tokenizer_sample:
-                break
-        tok = train_wordpiece(texts[: cfg.tokenizer_sample], vocab_size=cfg.vocab_size)
-    with atomic_path(tok_dir) as tmp:
-        tok.save(tmp)
-    return load_tokenizer(tok_dir)
-
-
 @torch.no_grad()
-def evaluate(model, batches: list[dict[str, torch.Tensor]], device: torch.device, cfg: TrainConfig, pair=None) -> dict:
-    """Held-out in-batch retrieval accuracy (chance = 1 / eval_batch) and CL loss on unmasked pairs.
-
-    `pair(model, batch)` gives the two sides (default GUR's: the batch's 2N rows are the a then the b sentences).
-    """
+def evaluate(model, batches: list[dict[str, torch.Tensor]], device: torch.device, cfg: TrainConfig, pair) -> dict:
+    """Held-out in-batch retrieval accuracy (chance = 1 / eval_batch) and CL loss on unmasked pairs; `pair(model,
+    batch)` gives the two sides (the recipe's `eval_pair`)."""
     model.eval()
     accs, losses = [], []
     for batch in batches:
         batch = {k: v.to(device) for k, v in batch.items()}
-        a, b = (pair or _gur_eval_pair)(model, batch)
+        a, b = pair(model, batch)
         accs.append(in_batch_accuracy(a, b))
         losses.append(float(compute_loss_from_embeddings(a, b, cfg.temperature)))
     model.train()
@@ -250,23 +72,6 @@ def evaluate(model, batches: list[dict[str, torch.Tensor]], device: torch.device
         "heldout_acc": float(np.mean(accs)) if accs else float("nan"),
         "heldout_cl": float(np.mean(losses)) if losses else float("nan"),
     }
-
-
-@torch.no_grad()
-def infill_samples(model: GurModel, tok: GurTokenizer, prompts: list[str], device: torch.device) -> list[dict]:
-    """Greedy span infilling on fixed prompts (the paper's Table II style)."""
-    model.eval()
-    out = []
-    for prompt in prompts:
-        enc = tok.hf(prompt, return_tensors="pt").to(device)
-        gen = model.seq2seq.generate(**enc, max_new_tokens=12, do_sample=False)
-        text = tok.hf.decode(gen[0], skip_special_tokens=False)
-        fill = text.split("<extra_id_0>", 1)[-1].split("<extra_id_1>")[0]
-        for special in (tok.hf.pad_token, tok.hf.eos_token or tok.hf.sep_token, tok.hf.cls_token):
-            fill = fill.replace(special, "")
-        out.append({"prompt": prompt, "output": text, "filled": prompt.replace("<extra_id_0>", f"[{fill.strip()}]")})
-    model.train()
-    return out
 
 
 def part_name(key: str) -> str:
@@ -308,256 +113,6 @@ def write_reports(out: Path, metrics: list[dict]) -> None:
     plt.close(fig)
 
 
-@dataclass
-class Recipe:
-    """What differs between methods; the loop, optimizer, checkpoints and reports are shared."""
-
-    model: torch.nn.Module  # .embed(ids, mask) -> (B, D) normalised, .num_params()
-    loss: torch.nn.Module | None  # batch -> (loss, parts); None: the loop builds GurLoss (after compile)
-    stream: Any  # .next_batch() -> (bucket, batch), .state_dict(), .load_state_dict(), .steps_for(epochs)
-    eval_batches: list[dict[str, torch.Tensor]]
-    eval_pair: Any  # (model, batch on device) -> (a, b): row i of a should retrieve row i of b
-    model_config: dict[str, Any]
-    export: Any  # (model, folder) -> None
-    samples: Any = None  # model -> rows for samples.jsonl at each checkpoint, or None
-    find_unused: bool = False  # DDP: parameters that some step does not use
-    info: dict[str, Any] = field(default_factory=dict)  # goes to summary.json
-
-
-def _gur_eval_pair(model, batch):
-    return model.embed(batch["input_ids"], batch["attention_mask"]).chunk(2)
-
-
-def build_gur(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
-    """GUR: T5 (or bert2bert) on shard pairs, span-corruption LM + in-batch InfoNCE."""
-    master = rank == 0
-    if master:
-        tok = build_tokenizer(cfg, out / "tokenizer")
-    if ddp:
-        dist.barrier()
-    if not master:
-        tok = load_tokenizer(out / "tokenizer")
-    mcfg = preset_config(
-        cfg.preset,
-        vocab_size=tok.vocab_size,
-        pad_id=tok.pad_id,
-        eos_id=tok.eos_id,
-        cls_id=tok.cls_id,
-        pooling=cfg.pooling,
-        init_from=cfg.init_from,
-        head=cfg.model_head(),
-        dropout=cfg.dropout,
-        attention=cfg.attention,
-        fused_lm_head=cfg.fused_lm_head,
-    )
-    torch.manual_seed(cfg.seed)  # the same initial weights on every rank
-    model = GurModel(mcfg, load_weights=load_weights)
-    eval_batches = []
-    if master and cfg.eval_every:
-        dcfg = cfg.data_config()
-        for bucket, pairs in heldout_pairs(dcfg, cfg.eval_pairs).items():
-            eval_batches += [
-                collate(b, tok, dcfg.seq_len(bucket), None) for b in distinct_doc_batches(pairs, cfg.eval_batch)
-            ]
-        print(f"held-out: {len(eval_batches)} batches of {cfg.eval_batch} pairs (chance {1 / cfg.eval_batch:.3f})")
-        if not eval_batches:  # a batch needs eval_batch held-out documents: say why accuracy is missing
-            print(
-                f"held-out: warning: fewer than {cfg.eval_batch} held-out documents have pairs; no held-out accuracy. "
-                "Raise heldout_fraction or lower eval_batch (small corpora: 0.2 and 16)."
-            )
-
-    def export(trained: GurModel, folder: Path) -> None:
-        from models.training.export import export_model
-
-        export_model(trained, tok, folder, max_seq_length=cfg.long_seq_len)
-
-    def samples(trained: GurModel) -> list[dict]:
-        return infill_samples(trained, tok, cfg.prompts, next(trained.parameters()).device)
-
-    return Recipe(
-        model=model,
-        loss=None,
-        stream=PairStream(cfg.data_config(), tok, rank, world),
-        eval_batches=eval_batches,
-        eval_pair=_gur_eval_pair,
-        model_config=dataclasses.asdict(mcfg),
-        export=export,
-        samples=samples if cfg.objective != "cl" else None,
-        find_unused=cfg.objective != "lm+cl" or bool(cfg.init_from),
-    )
-
-
-def _question_eval_pair(model, batch):
-    q = model.embed(batch["input_ids"], batch["attention_mask"])
-    return q, model.embed(batch["kw_input_ids"], batch["kw_attention_mask"])
-
-
-def check_question_options(cfg: TrainConfig) -> tuple[str, ...]:
-    """The losses of a `tfcsg` / `simcse` run, after the checks that make a bad config one line."""
-    from models.tfcsg.model import parse_losses
-
-    if not cfg.init_from:
-        raise ValueError(f"method {cfg.method!r} fine-tunes a pretrained encoder: set init_from to its folder")
-    if not cfg.questions:
-        raise ValueError(f"method {cfg.method!r} needs `questions`: a keywords stage folder or a text file")
-    losses = parse_losses(cfg.losses)
-    if cfg.method == "simcse" and losses != ("cl",):
-        raise ValueError(f"simcse trains the `cl` loss alone, not {cfg.losses!r} (use method tfcsg)")
-    if cfg.sim_anchor_weight < 0 or cfg.l2sp_weight < 0 or not 0 <= cfg.interpolate <= 1:
-        raise ValueError("sim_anchor_weight and l2sp_weight must be >= 0, and interpolate within [0, 1]")
-    return losses
-
-
-def question_tokenizer(init_from: str, tok_dir: Path, rank: int, ddp: bool) -> Any:
-    """The warm-start folder's tokenizer, saved once into the run folder (rank 0) and loaded from there."""
-    from transformers import AutoTokenizer
-
-    if rank == 0 and not (tok_dir / "tokenizer_config.json").exists():
-        with atomic_path(tok_dir) as tmp:
-            AutoTokenizer.from_pretrained(init_from).save_pretrained(str(tmp))
-    if ddp:
-        dist.barrier()
-    return AutoTokenizer.from_pretrained(str(tok_dir))
-
-
-def build_questions(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
-    """TFCSG and SimCSE: a pretrained encoder on questions and their keyword sequences (models.tfcsg.model)."""
-    from models.tfcsg.model import TfcsgLoss, TfcsgModel
-    from models.tfcsg.question_data import QuestionConfig, QuestionData, QuestionStream
-    from models.training.export import export_encoder
-
-    losses = check_question_options(cfg)
-    tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
-    qcfg = QuestionConfig(
-        source=cfg.questions,
-        text_field=cfg.text_field,
-        max_len=cfg.max_len,
-        batch_size=cfg.batch_size,
-        seed=cfg.seed,
-        heldout_fraction=cfg.heldout_fraction,
-        need_keywords=bool({"kl", "s2s", "kw"} & set(losses)),
-        need_s2s="s2s" in losses,
-        sampling=cfg.sampling,
-        replay_source=cfg.replay_source,
-        replay_ratio=cfg.replay_ratio,
-    )
-    data = QuestionData(qcfg, tok)
-    torch.manual_seed(cfg.seed)  # the same auto-encoder and LM head on every rank
-    model = TfcsgModel(
-        cfg.init_from,
-        pooling=cfg.pooling,
-        ae_dim=cfg.ae_dim,
-        kl_activation=cfg.kl_activation,
-        dropout=cfg.dropout,
-        load_weights=load_weights,
-    )
-    loss = TfcsgLoss(
-        model,
-        cfg.losses,
-        temperature=cfg.temperature,
-        negatives=cfg.negatives,
-        kl_weight=cfg.kl_weight,
-        kl_detach_target=cfg.kl_detach_target,
-        s2s_weight=cfg.s2s_weight,
-        kw_weight=cfg.kw_weight,
-        cl_weight=cfg.cl_weight,
-        sim_anchor_weight=cfg.sim_anchor_weight,
-        l2sp_weight=cfg.l2sp_weight,
-    )
-    eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
-    counts = data.counts()
-    if rank == 0:
-        print(
-            f"questions: {counts['train_rows']} to train on, {counts['heldout_rows']} held out "
-            f"({len(eval_batches)} batches of {cfg.eval_batch}, chance {1 / cfg.eval_batch:.3f}); truncated to "
-            f"{cfg.max_len} tokens: {counts['truncated_questions']} questions, {counts['truncated_keywords']} keyword "
-            f"sequences; LM head {'from the checkpoint' if model.lm_head_loaded else 'new, tied to the embeddings'}",
-            flush=True,
-        )
-
-    def export(trained: TfcsgModel, folder: Path) -> None:
-        export_encoder(trained.encoder, tok, folder, pooling=cfg.pooling)
-
-    return Recipe(
-        model=model,
-        loss=loss,
-        stream=QuestionStream(data, rank, world),
-        eval_batches=eval_batches,
-        eval_pair=_question_eval_pair,
-        model_config={
-            "init_from": cfg.init_from,
-            "pooling": cfg.pooling,
-            "ae_dim": cfg.ae_dim,
-            "kl_activation": cfg.kl_activation,
-            "lm_head_loaded": model.lm_head_loaded,
-        },
-        export=export,
-        find_unused=True,  # the auto-encoder and the LM head train only with kl and s2s
-        info={"data": counts, "lm_head_loaded": model.lm_head_loaded, "losses": list(losses)},
-    )
-
-
-def build_documents(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
-    """Documents: a pretrained encoder on (query, passage) pairs of long documents (models/documents/pairs.py),
-    TFCSG's encoder and contrastive pair task (`kw`: row i's query finds row i's passage, tau 0.05, passages of
-    the same document masked)."""
-    from models.documents.pairs import DocumentPairConfig, DocumentPairs, DocumentStream
-    from models.tfcsg.model import TfcsgLoss, TfcsgModel
-    from models.training.export import export_encoder
-
-    if not cfg.init_from:
-        raise ValueError("method 'documents' fine-tunes a pretrained encoder: set init_from to its folder")
-    if not cfg.questions:
-        raise ValueError("method 'documents' needs `questions`: a split output folder (the sentences table)")
-    if not 0 <= cfg.interpolate <= 1:
-        raise ValueError(f"interpolate must be within [0, 1], got {cfg.interpolate}")
-    tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
-    data = DocumentPairs(
-        DocumentPairConfig(
-            source=cfg.questions,
-            kinds=cfg.pair_kinds,
-            draw=cfg.pair_draw,
-            max_len=cfg.max_len,
-            passage_len=cfg.passage_len,
-            batch_size=cfg.batch_size,
-            seed=cfg.seed,
-            heldout_fraction=cfg.heldout_fraction,
-        ),
-        tok,
-    )
-    model = TfcsgModel(cfg.init_from, pooling=cfg.pooling, dropout=cfg.dropout, load_weights=load_weights)
-    loss = TfcsgLoss(model, "kw", temperature=cfg.temperature, negatives="topic-masked")
-    eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
-    counts = data.counts()
-    if rank == 0:
-        print(
-            f"documents: {counts['train_documents']} to train on, {counts['train_rows']} pairs an epoch "
-            f"({counts['with_title']} with a title, "
-            f"{counts['with_ict']} with two sentences or more), {counts['heldout_rows']} held out "
-            f"({len(eval_batches)} batches of {cfg.eval_batch}), {counts['no_pair']} without a pair; queries cut to "
-            f"{cfg.max_len} tokens, passages to {cfg.passage_len}",
-            flush=True,
-        )
-
-    def export(trained, folder: Path) -> None:
-        export_encoder(trained.encoder, tok, folder, pooling=cfg.pooling)
-
-    return Recipe(
-        model=model,
-        loss=loss,
-        stream=DocumentStream(data, rank, world),
-        eval_batches=eval_batches,
-        eval_pair=_question_eval_pair,
-        model_config={"init_from": cfg.init_from, "pooling": cfg.pooling, "pair_kinds": cfg.pair_kinds},
-        export=export,
-        find_unused=True,  # TFCSG's auto-encoder and LM head are not trained here
-        info={"data": counts, "losses": ["kw"]},
-    )
-
-
-METHODS = {"gur": build_gur, "tfcsg": build_questions, "simcse": build_questions, "documents": build_documents}
-
-
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Train (or resume) one run; the first rank holds the run folder's trainer lock throughout."""
     first_rank = int(os.environ.get("RANK", "0")) == 0
@@ -595,7 +150,7 @@ def _train_ranks(cfg: TrainConfig, ranks: Ranks) -> dict[str, Any]:
         print(hint, flush=True)
     resume = latest_checkpoint(out / "checkpoints")
     ckpt = load_checkpoint(resume) if resume else None
-    recipe = METHODS[cfg.method](cfg, out, ranks.rank, ranks.world, ranks.ddp, load_weights=ckpt is None)
+    recipe = build_recipe(cfg, out, ranks.rank, ranks.world, ranks.ddp, load_weights=ckpt is None)
     model = recipe.model
     if cfg.epochs > 0:
         cfg = dataclasses.replace(cfg, max_steps=recipe.stream.steps_for(cfg.epochs))
@@ -727,14 +282,10 @@ def restore(run: Run, ckpt: dict[str, Any], name: str) -> None:
 
 
 def loss_runner(recipe: Recipe, cfg: TrainConfig, ranks: Ranks) -> torch.nn.Module:
-    """What a step calls on a batch: the recipe's loss (GUR's is built here, around the compiled model),
-    wrapped in DDP across ranks."""
+    """What a step calls on a batch: the recipe's loss (around the compiled model when `compile`), wrapped in DDP
+    across ranks."""
     model = recipe.model
-    if recipe.loss is None:
-        recipe.loss = GurLoss(
-            torch.compile(model) if cfg.compile else model, cfg.objective, cfg.alpha, cfg.temperature
-        )
-    elif cfg.compile:
+    if cfg.compile:
         recipe.loss.model = torch.compile(model)
     if not ranks.ddp:
         return recipe.loss

@@ -155,9 +155,8 @@ def config_field_names(source: Path, class_name: str) -> list[str]:
 
 def train_option_names() -> list[str]:
     """The `TrainConfig` fields `gur train --options` accepts."""
-    return [
-        name for name in config_field_names(MODELS / "training" / "loop.py", "TrainConfig") if name not in SET_BY_TRAIN
-    ]
+    fields = config_field_names(MODELS / "training" / "config.py", "TrainConfig")
+    return [name for name in fields if name not in SET_BY_TRAIN]
 
 
 def check_config_options(options: object, known: list[str], config: str, example: str, listed: str) -> dict:

@@ -63,7 +63,7 @@ INPUT_STAGES = {
 
 def train_config(config: dict[str, Any], out_dir: str = "", shards: str = "", questions: str = ""):
     """The full TrainConfig (defaults filled in); unknown keys raise TypeError."""
-    from models.training.loop import TrainConfig
+    from models.training.config import TrainConfig
 
     return TrainConfig(out_dir=out_dir, shards=shards, questions=questions, **config)
 

@@ -1,0 +1,71 @@
+"""The `documents` method's Recipe: a pretrained encoder on (query, passage) pairs of the corpus's long documents
+(models/documents/pairs.py), trained with TFCSG's encoder and contrastive pair task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from models.training.recipe import Recipe
+
+if TYPE_CHECKING:
+    from models.training.config import TrainConfig
+
+
+def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
+    """Documents: a pretrained encoder on (query, passage) pairs of long documents (models/documents/pairs.py),
+    TFCSG's encoder and contrastive pair task (`kw`: row i's query finds row i's passage, tau 0.05, passages of
+    the same document masked)."""
+    from models.documents.pairs import DocumentPairConfig, DocumentPairs, DocumentStream
+    from models.tfcsg.model import TfcsgLoss, TfcsgModel
+    from models.tfcsg.recipe import eval_pair, question_tokenizer
+    from models.training.export import export_encoder
+
+    if not cfg.init_from:
+        raise ValueError("method 'documents' fine-tunes a pretrained encoder: set init_from to its folder")
+    if not cfg.questions:
+        raise ValueError("method 'documents' needs `questions`: a split output folder (the sentences table)")
+    if not 0 <= cfg.interpolate <= 1:
+        raise ValueError(f"interpolate must be within [0, 1], got {cfg.interpolate}")
+    tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
+    data = DocumentPairs(
+        DocumentPairConfig(
+            source=cfg.questions,
+            kinds=cfg.pair_kinds,
+            draw=cfg.pair_draw,
+            max_len=cfg.max_len,
+            passage_len=cfg.passage_len,
+            batch_size=cfg.batch_size,
+            seed=cfg.seed,
+            heldout_fraction=cfg.heldout_fraction,
+        ),
+        tok,
+    )
+    model = TfcsgModel(cfg.init_from, pooling=cfg.pooling, dropout=cfg.dropout, load_weights=load_weights)
+    loss = TfcsgLoss(model, "kw", temperature=cfg.temperature, negatives="topic-masked")
+    eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
+    counts = data.counts()
+    if rank == 0:
+        print(
+            f"documents: {counts['train_documents']} to train on, {counts['train_rows']} pairs an epoch "
+            f"({counts['with_title']} with a title, "
+            f"{counts['with_ict']} with two sentences or more), {counts['heldout_rows']} held out "
+            f"({len(eval_batches)} batches of {cfg.eval_batch}), {counts['no_pair']} without a pair; queries cut to "
+            f"{cfg.max_len} tokens, passages to {cfg.passage_len}",
+            flush=True,
+        )
+
+    def export(trained, folder: Path) -> None:
+        export_encoder(trained.encoder, tok, folder, pooling=cfg.pooling)
+
+    return Recipe(
+        model=model,
+        loss=loss,
+        stream=DocumentStream(data, rank, world),
+        eval_batches=eval_batches,
+        eval_pair=eval_pair,
+        model_config={"init_from": cfg.init_from, "pooling": cfg.pooling, "pair_kinds": cfg.pair_kinds},
+        export=export,
+        find_unused=True,  # TFCSG's auto-encoder and LM head are not trained here
+        info={"data": counts, "losses": ["kw"]},
+    )
