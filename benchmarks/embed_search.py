@@ -57,9 +57,9 @@ def timed(fn, *args):
 
 def throughput(n_titles: int, n_articles: int, batch: int) -> None:
     from models.encoders import minilm_path
+    from samples.wiki_docs import wiki_documents
     from tasks.embed.vectors import document_texts, encode_texts, load_encoder
     from tasks.evaluate.data import load_stackoverflow
-    from tests.wiki_docs import wiki_documents
 
     articles = wiki_documents(n_articles, sentences=40)
     texts = load_stackoverflow(SHARED / "stackoverflow" / "train.tsv", limit=n_titles).texts

@@ -91,8 +91,7 @@ def main() -> None:
     # the split's training side is JSON Lines (`id`, `title`, `text`), as a night reads it
     kw = mine_keywords(input_path=str(split.train), text_field="text", title_field="title", k=10, root=str(root))
     if args.init == "tiny":
-        sys.path.insert(0, str(REPO / "tests"))
-        from tiny_bert import tiny_bert
+        from samples.tiny_bert import tiny_bert
 
         init, lr = str(tiny_bert(work / "tiny-bert", [r["title"] for r in rows])), 1e-3
     else:

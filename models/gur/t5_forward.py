@@ -4,7 +4,7 @@ The weights, layer norms, feed-forward blocks and dropouts are transformers' (`T
 only the attention call and the masks are ours: the position bias and the segment mask are
 folded once per batch (`models.gur.attention.build_bias`) and shared by every layer, and a packed
 row's segments never see each other. With padded rows (segment ids = attention mask, decoder
-in one segment) the result equals transformers' T5 forward (tests/test_attention_impls.py).
+in one segment) the result equals transformers' T5 forward (tests/models/test_attention_impls.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,24 @@
+"""A flow run's own Prefect artifacts (the server's unfiltered list is paged: a busy test server pushes a run's
+artifacts past its first page), and the three small documents the flow tests build from."""
+
+from __future__ import annotations
+
+import json
+
+DOCS = [
+    {"id": 1, "title": "Graphs", "text": "A graph has nodes. A graph has edges.\nEdges link nodes."},
+    {"id": 2, "title": "模型", "text": "模型需要数据。数据来自文档！"},
+    {"id": 3, "text": ""},
+]
+
+
+def flow_artifacts(state) -> dict[str, object]:
+    """{key: data} of the artifacts the flow run behind `state` created (table data decoded)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    run_id = state.state_details.flow_run_id
+    with get_client(sync_client=True) as client:
+        by_run = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]))
+        found = client.read_artifacts(artifact_filter=by_run)
+    return {a.key: json.loads(a.data) if a.type == "table" and isinstance(a.data, str) else a.data for a in found}

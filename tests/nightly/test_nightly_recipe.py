@@ -1,0 +1,256 @@
+"""`[train] method = "auto"`: short texts get TFCSG, long documents the documents recipe; its pairs; a night on
+long documents that promotes; the model in use before any promotion; search over every document."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_nightly import mixed_folder, write_config  # noqa: E402
+
+from models.documents.pairs import DocumentPairConfig, DocumentPairs, DocumentStream, parse_kinds  # noqa: E402
+from samples.tiny_bert import tiny_bert, titles  # noqa: E402
+from samples.wiki_docs import wiki_documents, write_jsonl  # noqa: E402
+from tasks.nightly.recipe import choose_method, corpus_shape  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def wiki():
+    return wiki_documents(200, sentences=8)
+
+
+def test_auto_gives_short_titles_tfcsg_and_documents_with_bodies_the_documents_recipe(wiki):
+    short = corpus_shape([r["title"] for r in titles(300)])
+    assert not short.long_documents and short.median_words < 15
+    method, why = choose_method(short)
+    assert method == "tfcsg" and "short texts" in why and "0 of 300 sampled records" in why
+    long = corpus_shape([d["text"] for d in wiki])
+    assert long.long_documents and long.with_body >= 0.9 * len(wiki)
+    assert choose_method(long)[0] == "documents"
+    # the rule's edge: one sentence of 40 words is no body; two sentences of 10 words neither
+    assert corpus_shape(["word " * 40]).with_body == 0
+    assert corpus_shape(["Short one here. And another short one."]).with_body == 0
+
+
+def test_auto_on_a_question_corpus_trains_what_an_explicit_tfcsg_night_trained(tmp_path):
+    """The same training settings (so the same candidate fingerprint and figures), decided on the training side."""
+    from flows.nightly_retrain import resolve_method
+    from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.report import training_settings
+
+    corpus = mixed_folder(tmp_path / "corpus", titles(200))
+    path = write_config(tmp_path / "n.toml", corpus, tmp_path / "model", lr=1e-3)
+    explicit = load_nightly_config(path)
+    auto = replace(explicit, train=replace(explicit.train, method="auto"))
+    chosen = resolve_method(auto)
+    assert chosen.train.method == "tfcsg" and chosen.train == explicit.train
+    assert training_settings(chosen) == training_settings(explicit)
+
+
+class WordTokenizer:
+    """A whitespace tokenizer with the call the pairs use (ids are stable word numbers, 2 and 3 the ends)."""
+
+    def __init__(self):
+        self.vocab: dict[str, int] = {}
+
+    def __call__(self, texts, padding, truncation, max_length, return_tensors):
+        import torch
+
+        rows = [[2, *(self.vocab.setdefault(w, len(self.vocab) + 4) for w in t.split())][: max_length - 1] + [3]
+                for t in texts]  # fmt: skip
+        width = max(map(len, rows))
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+        return {"input_ids": ids, "attention_mask": (ids != 0).long()}
+
+
+def sentences_file(path: Path, docs: list[dict]) -> Path:
+    """The split stage's table of `docs` (the documents recipe reads a split output)."""
+    import pyarrow.parquet as pq
+
+    from tasks.split.sentences import SplitConfig, split_documents
+
+    table, _ = split_documents(
+        [d["id"] for d in docs], [d["title"] for d in docs], [d["text"] for d in docs], SplitConfig()
+    )
+    pq.write_table(table, path)
+    return path
+
+
+def test_document_pairs_are_seeded_mask_their_own_document_and_cut_the_ict_sentence_out(tmp_path, wiki):
+    source = sentences_file(tmp_path / "part-00000.parquet", wiki[:60] + [{"id": "x", "title": "", "text": "One."}])
+    config = DocumentPairConfig(str(source), batch_size=8, heldout_fraction=0.1, seed=3)
+    data = DocumentPairs(config, WordTokenizer())
+    counts = data.counts()
+    assert counts["no_pair"] == 1 and counts["train_rows"] + counts["heldout_rows"] == 60
+    assert counts["with_title"] == counts["train_rows"] and counts["with_ict"] >= counts["train_rows"] - 5
+    kinds = {e: [] for e in range(4)}
+    for epoch in kinds:
+        for row in data.train_rows:
+            query, passage = data.pair(int(row), epoch)
+            doc = wiki[int(row)]
+            if query == doc["title"]:
+                assert passage == " ".join(data.questions.sentences[row])
+                kinds[epoch].append("title")
+            else:  # ICT: a sentence of the body, and the body without it
+                body = data.questions.sentences[row]
+                assert query in body and passage == " ".join(s for s in body if s != query)
+                kinds[epoch].append("ict")
+    # both kinds in every epoch, and a document's kind changes from epoch to epoch
+    assert all(set(k) == {"title", "ict"} for k in kinds.values()) and kinds[0] != kinds[1]
+    again = DocumentPairs(config, WordTokenizer())
+    assert [again.pair(int(r), 2) for r in again.train_rows] == [data.pair(int(r), 2) for r in data.train_rows]
+    # a batch masks only the pairs of one document against each other
+    from models.tfcsg.losses import topic_negative_mask
+
+    stream = DocumentStream(data)
+    name, batch = stream.next_batch()
+    mask = topic_negative_mask(batch["topics"], batch["text_ids"])
+    assert name == "documents" and bool(mask.diagonal().all()) and int(mask.sum()) == len(batch["topics"])
+    assert batch["kw_input_ids"].shape[1] <= config.passage_len and batch["input_ids"].shape[1] <= config.max_len
+    state = stream.state_dict()
+    _, next_batch = stream.next_batch()
+    resumed = DocumentStream(DocumentPairs(config, WordTokenizer()))
+    resumed.load_state_dict(state)
+    assert np.array_equal(resumed.next_batch()[1]["topics"], next_batch["topics"])
+    with pytest.raises(ValueError, match="pair kinds"):
+        parse_kinds("title+summary")
+
+
+def test_each_draw_gives_every_document_both_pairs_an_epoch_and_masks_them_against_each_other(tmp_path, wiki):
+    source = sentences_file(tmp_path / "part-00000.parquet", wiki[:40])
+    coin = DocumentPairs(DocumentPairConfig(str(source), heldout_fraction=0.1, seed=3), WordTokenizer())
+    each = DocumentPairs(DocumentPairConfig(str(source), heldout_fraction=0.1, seed=3, draw="each"), WordTokenizer())
+    documents = [int(r) for r in coin.train_rows]
+    assert sorted({each.document(int(r)) for r in each.train_rows}) == documents  # the same split
+    counts = each.counts()
+    assert counts["train_documents"] == len(documents) and counts["train_rows"] == len(each.train_rows)
+    assert counts["train_rows"] == counts["with_title"] + counts["with_ict"] > len(documents)
+    for epoch in (0, 1):
+        pairs = {}
+        for row in each.train_rows:
+            doc = each.document(int(row))
+            query, passage = each.pair(int(row), epoch)
+            body = each.questions.sentences[doc]
+            is_title = int(row) % 2 == 0  # KINDS = (title, ict)
+            pairs.setdefault(doc, []).append(is_title)
+            if is_title:
+                assert (query, passage) == (wiki[doc]["title"], " ".join(body))
+            else:
+                assert query in body and passage == " ".join(s for s in body if s != query)
+        # every document with a body of two sentences gives its title pair and an ICT pair
+        two = [d for d in pairs if len(each.questions.sentences[d]) > 1]
+        assert two and all(sorted(pairs[d]) == [False, True] for d in two)
+    from models.tfcsg.losses import topic_negative_mask
+
+    rows = each.train_rows[:2]  # one document's two pairs
+    assert each.document(int(rows[0])) == each.document(int(rows[1]))
+    batch = each.collate(rows)
+    mask = topic_negative_mask(batch["topics"], batch["text_ids"])
+    assert bool(mask.all()), "a document's two pairs are not each other's negatives"
+    with pytest.raises(ValueError, match="draw must be one of"):
+        DocumentPairs(DocumentPairConfig(str(source), draw="both"), WordTokenizer())
+
+
+def test_the_overlap_of_a_documents_run_counts_held_out_documents_not_a_shared_heading_or_sentence(tmp_path, wiki):
+    """The documents recipe learns a document's title and sentences against its own body: a held-out section
+    whose heading, or one sentence, also stands in a training section is not trained on; its body is."""
+    from tasks.evaluate.overlap import overlap
+
+    train = wiki[:40] + [{"id": "t", "title": "Examples", "text": wiki[45]["text"].split(". ")[0] + ". Other."}]
+    run = tmp_path / "train" / "fp" / "export"
+    run.mkdir(parents=True)
+    split = tmp_path / "split" / "fp2"
+    split.mkdir(parents=True)
+    sentences_file(split / "part-00000.parquet", train)
+    (run.parent / "_manifest.json").write_text(json.dumps({"upstream": [{"path": "split/fp2"}]}), encoding="utf-8")
+    held = wiki[45:50]
+    shared = ["Examples", wiki[45]["text"].split(". ")[0] + "."]  # a heading and a sentence a training section has
+    assert overlap(str(run), [d["text"] for d in held] + shared)["overlap"] == 0
+    assert overlap(str(run), [d["text"] for d in held] + [wiki[3]["text"]])["overlap"] == 1  # a training body
+
+
+def write_documents_config(path: Path, corpus: Path, model: Path, lr: float, steps: int = 60) -> Path:
+    """Defaults but the start model (a random tiny BERT: a large rate), the length and no STS guard."""
+    path.write_text(
+        f"""[corpus]
+path = "{corpus}"
+
+[train]
+init_from = "{model}"
+steps = {steps}
+options = {{eval_every = 0, threads = 1, lr = {lr}, interpolate = 1.0}}
+
+[evaluate]
+holdout = 0.4
+stsb = []
+
+[gate]
+guards = {{}}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.slow
+def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_covers_every_document(
+    tmp_path, wiki, capsys
+):
+    from flows.nightly_retrain import nightly_retrain
+    from gur_cli import main as gur
+    from storage.champion import read_champion, read_start
+    from tasks.embed.outputs import read_active
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_jsonl(corpus / "a.jsonl", wiki[:60])
+    write_jsonl(corpus / "b.jsonl", wiki[60:])
+    model = tiny_bert(tmp_path / "tiny-bert", [d["title"] + " " + d["text"] for d in wiki])
+
+    # a first night that destroys its candidate is refused: the start model stays the model in use
+    refused_root = tmp_path / "refused"
+    bad = write_documents_config(tmp_path / "bad.toml", corpus, model, lr=5.0, steps=20)
+    first = nightly_retrain(config_path=str(bad), root=str(refused_root))
+    assert first["decision"] == "refused", first["reason"]
+    assert read_champion(refused_root) is None and read_start(refused_root)["export"] == str(model)
+    capsys.readouterr()
+    assert gur(["--root", str(refused_root), "models"]) == 0
+    out = capsys.readouterr().out
+    assert "in use is the start model" in out and str(model) in out
+    assert gur(["--root", str(refused_root), "embed"]) == 0
+    out = capsys.readouterr().out
+    assert f"model   {model} (the start model" in out and first["candidate"] not in out and "(3 rows)" in out
+    assert f"up to date: {len(wiki)} embeddings reused" in out  # the night's: every document, not the training side
+    assert read_active(refused_root)["model_path"] == str(model)
+
+    root = tmp_path / "data"
+    good = write_documents_config(tmp_path / "good.toml", corpus, model, lr=1e-3)
+    night = nightly_retrain(config_path=str(good), root=str(root))
+    assert night["decision"] == "promoted", night["reason"]
+    manifest = json.loads((Path(night["candidate"]).parent / "_manifest.json").read_text())
+    assert manifest["config"]["method"] == "documents" and manifest["inputs"].get("split")
+    assert (
+        night["candidate_metrics"]["heldout-title/retrieval/mrr@10"]
+        > night["champion_metrics"]["heldout-title/retrieval/mrr@10"]
+    )
+    # search: the new champion's embeddings hold every document of the folder, held-out ones included
+    active = read_active(root)
+    assert active["model_path"] == read_champion(root)["export"] == night["candidate"]
+    embed_manifest = json.loads((root / "embed" / active["fingerprint"] / "_manifest.json").read_text())
+    assert embed_manifest["rows"]["embeddings"] == len(wiki)
+    trained = json.loads((Path(night["candidate"]).parent / "summary.json").read_text())["data"]["documents"]
+    assert trained < len(wiki)  # training saw the training side only
+
+
+def test_the_method_is_auto_by_default_and_an_unknown_one_is_one_line_naming_the_choices(tmp_path):
+    from tasks.nightly.config import load_nightly_config
+
+    (tmp_path / "n.toml").write_text(f'[corpus]\npath = "{tmp_path}"\n', encoding="utf-8")
+    assert load_nightly_config(tmp_path / "n.toml").train.method == "auto"
+    (tmp_path / "bad.toml").write_text(f'[corpus]\npath = "{tmp_path}"\n[train]\nmethod = "bert"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.toml: \[train\] method must be one of auto, tfcsg, documents, gur"):
+        load_nightly_config(tmp_path / "bad.toml")
