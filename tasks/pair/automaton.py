@@ -10,7 +10,7 @@ The plain longest common substring falls out of the same pass.
 Transitions live in an open-addressing hash keyed by ``(state, code point)`` so that the
 alphabet (all of Unicode) never needs a dense table; everything is plain arrays so the kernels
 compile with numba. The tests check the kernel against an obviously-correct O(nm) dynamic
-programme (``tests/pair_reference.py``).
+programme (``tests/helpers/pair_reference.py``).
 
 Ties: heaviest weight first, then the longer substring, then the earliest end in ``b``; the
 position in ``a`` is always the first occurrence there.

@@ -33,7 +33,7 @@ pairs sentences at random under the same caps: the title takes random partners, 
 ``repeat`` rounds pair neighbours in a seeded shuffle of the sentences with uses left.
 
 ``select_pairs`` / ``qualifying_pairs`` are the compiled paths; the tests check them against
-brute-force Python versions in ``tests/pair_reference.py``.
+brute-force Python versions in ``tests/helpers/pair_reference.py``.
 """
 
 from __future__ import annotations
