@@ -11,7 +11,8 @@ scored on the inner `heldout-title` and `heldout-ict` (MRR@10) and the STS-B tra
 
 Variants (`--variants`, comma-separated): `coin` (the night's recipe: one pair per document an epoch),
 `each` (a title pair and an ICT pair of every document an epoch: twice the steps), `title` (title -> body
-only). Figures are wall time on whatever machine runs it; run nothing else heavy beside it.
+only), `title-lr6` (title pairs at lr 6e-5), `title-p256` (title pairs, passages of 256 tokens: the length
+the evaluation embeds). Figures are wall time on whatever machine runs it; run nothing else heavy beside it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 SHARED = REPO.parent / "shared" / "data"
-VARIANTS = {"coin": {}, "each": {"pair_draw": "each"}, "title": {"pair_kinds": "title"}}
+VARIANTS = {
+    "coin": {},
+    "each": {"pair_draw": "each"},
+    "title": {"pair_kinds": "title"},
+    "title-lr6": {"pair_kinds": "title", "lr": 6e-5},  # twice the step size, the same steps
+    "title-p256": {"pair_kinds": "title", "passage_len": 256},  # passages as long as the evaluation embeds them
+}
 TITLE, ICT, STS = "inner title MRR@10", "inner ICT MRR@10", "STS-B train rho"
 
 
