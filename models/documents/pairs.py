@@ -7,6 +7,8 @@ Each document gives up to two pair kinds (`kinds`, '+'-joined):
 How many pairs a document gives an epoch (`draw`):
 - `coin`: one; where a document has both kinds, a seeded coin per (epoch, document) picks one, so an epoch
   costs one pass over the documents whatever the kinds;
+- `title-first`: one; its title pair where it has one, else its ICT pair (a corpus without titles still
+  trains), at one pass over the documents;
 - `each`: one of each kind it has, so an epoch shows every document's title pair and an ICT pair (a
   training row is then a (document, kind)).
 The ICT sentence is drawn per (epoch, document), among sentences of four words or more.
@@ -33,7 +35,8 @@ import torch
 from models.gur.pair_data import is_heldout
 
 KINDS = ("title", "ict")
-DRAWS = ("coin", "each")
+DRAWS = ("coin", "title-first", "each")
+ONE_A_DOCUMENT = ("coin", "title-first")  # draws whose training row is the document itself
 MIN_QUERY_WORDS = 4  # an ICT query sentence shorter than this says too little to find its passage
 
 
@@ -49,7 +52,7 @@ def parse_kinds(spec: str) -> tuple[str, ...]:
 class DocumentPairConfig:
     source: str  # a split stage folder (part-*.parquet: doc_id, sent_id, is_title, text) or one such file
     kinds: str = "title+ict"
-    draw: str = "coin"  # one pair per document an epoch, or `each` kind it has
+    draw: str = "coin"  # one pair per document an epoch (`coin`, `title-first`), or `each` kind it has
     max_len: int = 64  # query tokens
     passage_len: int = 128  # passage tokens
     batch_size: int = 32
@@ -113,9 +116,9 @@ def _seeded(seed: int, epoch: int, row: int, salt: int) -> np.random.Generator:
 
 
 class DocumentPairs:
-    """Documents, their train / held-out split and batch building. A row is a document number (`coin`) or a
-    (document, kind) as `document * len(KINDS) + kind` (`each`). The pair a row gives depends on the epoch,
-    which `DocumentStream` passes through `collate`."""
+    """Documents, their train / held-out split and batch building. A row is a document number (`coin`,
+    `title-first`) or a (document, kind) as `document * len(KINDS) + kind` (`each`). The pair a row gives
+    depends on the epoch, which `DocumentStream` passes through `collate`."""
 
     def __init__(self, config: DocumentPairConfig, tokenizer):
         if config.draw not in DRAWS:
@@ -137,13 +140,13 @@ class DocumentPairs:
             )
 
     def _rows(self, documents: np.ndarray) -> np.ndarray:
-        if self.config.draw == "coin":
+        if self.config.draw in ONE_A_DOCUMENT:
             return documents
         n = len(KINDS)
         return np.array([d * n + KINDS.index(k) for d in documents for k in self._kinds_of(int(d))], np.int64)
 
     def document(self, row: int) -> int:
-        return row if self.config.draw == "coin" else row // len(KINDS)
+        return row if self.config.draw in ONE_A_DOCUMENT else row // len(KINDS)
 
     def _kinds_of(self, row: int) -> list[str]:
         d = self.questions
@@ -161,7 +164,10 @@ class DocumentPairs:
             row, kind = row // len(KINDS), KINDS[row % len(KINDS)]
         else:
             kinds = self._kinds_of(row)
-            kind = kinds[0] if len(kinds) == 1 else kinds[int(_seeded(self.config.seed, epoch, row, 0).integers(2))]
+            if len(kinds) == 1 or self.config.draw == "title-first":  # `title` comes first in KINDS order
+                kind = kinds[0]
+            else:
+                kind = kinds[int(_seeded(self.config.seed, epoch, row, 0).integers(2))]
         sentences = d.sentences[row]
         if kind == "title":
             return d.titles[row], " ".join(sentences)

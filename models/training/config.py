@@ -95,7 +95,7 @@ class TrainConfig:
     interpolate: float = 1.0
     # documents (models/documents/pairs.py): `max_len` is the query's length; `batch_size`, the anchors too.
     pair_kinds: str = "title+ict"
-    pair_draw: str = "coin"  # one pair per document an epoch, or `each` kind it has
+    pair_draw: str = "coin"  # one pair per document an epoch (coin, title-first), or `each` kind it has
     passage_len: int = 128
 
     def model_head(self) -> str:

@@ -61,15 +61,17 @@ PRESETS: dict[str, dict[str, Any]] = {
 QUESTION_PRESETS = (*PRESETS, "auto")
 
 # The `documents` recipe (models/documents/): one pass over the corpus's documents at batch 32, each giving
-# one (query, passage) pair an epoch (title -> body or inverse cloze), queries of 64 tokens and passages of
-# 128, lr 3e-5, mean pooling, tau 0.05, and the export mixed 0.75 toward the start as TFCSG's `cpu` preset
-# (docs/nightly.md: which recipe a corpus gets, and the corpus ladder's figures).
+# one (query, passage) pair an epoch: its title -> its body where it has a title, else the inverse cloze
+# pair (`title-first`); queries of 64 tokens and passages of 256 (the length search embeds), lr 3e-5, mean
+# pooling, tau 0.05, and the export mixed 0.75 toward the start as TFCSG's `cpu` preset. Chosen on an inner
+# split of the Python documentation's training side (benchmarks/recipe_dev.py; docs/nightly.md).
 DOCUMENT_PRESETS: dict[str, dict[str, Any]] = {
     "cpu": dict(
         COMMON,
         max_len=64,
-        passage_len=128,
+        passage_len=256,
         pair_kinds="title+ict",
+        pair_draw="title-first",
         batch_size=32,
         epochs=1.0,
         pooling="mean",

@@ -154,6 +154,33 @@ def test_each_draw_gives_every_document_both_pairs_an_epoch_and_masks_them_again
         DocumentPairs(DocumentPairConfig(str(source), draw="both"), WordTokenizer())
 
 
+def test_title_first_gives_a_titled_document_its_title_pair_every_epoch_and_an_untitled_one_its_ict_pair(
+    tmp_path, wiki
+):
+    untitled = [{**d, "id": f"u{i}", "title": ""} for i, d in enumerate(wiki[40:60])]
+    source = sentences_file(tmp_path / "part-00000.parquet", wiki[:40] + untitled)
+    config = DocumentPairConfig(str(source), heldout_fraction=0.1, seed=3, draw="title-first")
+    data = DocumentPairs(config, WordTokenizer())
+    coin = DocumentPairs(replace(config, draw="coin"), WordTokenizer())
+    assert np.array_equal(data.train_rows, coin.train_rows)  # one row a document, the same split
+    seen = {"title": 0, "ict": 0}
+    for epoch in (0, 1, 2):
+        for row in data.train_rows:
+            query, passage = data.pair(int(row), epoch)
+            body = data.questions.sentences[row]
+            if data.questions.titles[row]:
+                assert (query, passage) == (data.questions.titles[row], " ".join(body))
+                seen["title"] += 1
+            else:  # no title: the inverse cloze pair
+                assert query in body and passage == " ".join(s for s in body if s != query)
+                seen["ict"] += 1
+    assert seen["title"] and seen["ict"]
+    # the default preset trains this draw, at passages of the length search embeds
+    from models.training.presets import DOCUMENT_PRESETS
+
+    assert DOCUMENT_PRESETS["cpu"]["pair_draw"] == "title-first" and DOCUMENT_PRESETS["cpu"]["passage_len"] == 256
+
+
 def test_the_overlap_of_a_documents_run_counts_held_out_documents_not_a_shared_heading_or_sentence(tmp_path, wiki):
     """The documents recipe learns a document's title and sentences against its own body: a held-out section
     whose heading, or one sentence, also stands in a training section is not trained on; its body is."""
