@@ -16,7 +16,8 @@ from glob import glob as expand
 
 import polars as pl
 
-from storage.catalog import DERIVED, METRICS_KEY, catalog_files
+from storage.catalog import catalog_files
+from storage.catalog_sql import DERIVED, METRICS_KEY
 from storage.layout import data_root
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.atomic import atomic_write_json
-from storage.catalog import POINTED
+from storage.catalog_plan import POINTED
 from storage.layout import MANIFEST
 
 STAGE = "embed"

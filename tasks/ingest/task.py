@@ -160,7 +160,7 @@ def _warn_markup(logger: logging.Logger, markup: dict) -> None:
 def previous_folder_build(root: Path, folder: str, fingerprint: str) -> dict | None:
     """The newest complete ingest of the same folder other than `fingerprint` (what the night adds to): found
     through the manifest index, then only its manifest read whole."""
-    from storage.catalog import complete_manifests
+    from storage.manifest_index import complete_manifests
 
     best = None
     for out_dir, manifest in complete_manifests(root, "ingest").items():

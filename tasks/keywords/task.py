@@ -61,7 +61,7 @@ def prior_fit(root: Path, source: dict[str, str], config: KeywordsConfig, corpus
     (`corpus`, its input path): what a warm start begins from. None when there is none, or warm start is off."""
     if not config.warm_start:
         return None
-    from storage.catalog import complete_manifests
+    from storage.manifest_index import complete_manifests
 
     key = settings_key(config)
     best = None

@@ -96,7 +96,8 @@ def du_report(root: Path, config: RetentionConfig) -> str:
         kept = sum(k.startswith(f"{stage}/") for k in the_plan.keep)
         size, frees = human(held[stage]), human(freeable.get(stage, 0))
         lines.append(f"{stage:<14} {len(folders[stage]):>8} {size:>10} {kept:>6} {frees:>10}")
-    from storage.catalog import INDEX, MAIN
+    from storage.catalog import MAIN
+    from storage.manifest_index import INDEX
 
     other = [p for p in (root / "models", root / "catalog.duckdb", root / INDEX, root / MAIN) if p.exists()]
     lines.append(f"{'models, catalog':<14} {'':>8} {human(size_of(other)):>10}")

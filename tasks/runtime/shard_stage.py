@@ -52,7 +52,7 @@ def reusable_shards(
     """Input SHA-256 -> (output folder, shard index) over every complete output of `stage` made with the
     same code and config (`config_key`), the newest output that has it. `wanted`: only these inputs (a
     night asks for one folder's shards; every kept output lists all of its own)."""
-    from storage.catalog import complete_manifests
+    from storage.manifest_index import complete_manifests
 
     wanted = None if wanted is None else set(wanted)
     found: list[tuple[float, Path, dict]] = []

@@ -13,7 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from storage.catalog import quote_name, refresh_catalog, unsafe_tables
+from storage.catalog import refresh_catalog
+from storage.catalog_sql import quote_name
+from storage.manifest_index import unsafe_tables
 
 
 def stage(root: Path, name: str, tables: dict, rows: int = 2) -> Path:
@@ -81,7 +83,7 @@ def test_the_manifest_index_never_outlives_what_it_describes(tmp_path, caplog):
     """`.catalog-index/` spares a refresh re-reading unchanged manifests; every change it could hide is
     seen: a rewritten manifest, a link planted in a table's folder after a refresh, a damaged index, an
     index file another process wrote. A file per stage: a stage with no new output is not written again."""
-    from storage.catalog import INDEX, INDEX_VERSION, OLD_INDEX
+    from storage.manifest_index import INDEX, INDEX_VERSION, OLD_INDEX
 
     root, outside = tmp_path / "data", tmp_path / "outside"
     outside.mkdir()

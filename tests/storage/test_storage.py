@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from storage.atomic import atomic_path, atomic_write_json
-from storage.catalog import latest_tables, refresh_catalog
+from storage.catalog import refresh_catalog
+from storage.catalog_plan import latest_tables
 from storage.fingerprint import canonical_json, content_signature, file_signature, fingerprint, fingerprints
 from storage.manifest import is_complete, write_manifest
 from storage.shards import (
@@ -203,7 +204,7 @@ def test_the_catalogs_file_check_agrees_with_glob(tmp_path):
     holds: shards, hidden temporaries, sub-folders, plain names, classes, missing folders."""
     from glob import glob
 
-    from storage.catalog import _matches_any
+    from storage.catalog_plan import _matches_any
 
     for name in ("part-00000.parquet", ".part-00001.parquet.1a2b", "metrics.parquet", "report.md"):
         (tmp_path / name).write_bytes(b"x")
