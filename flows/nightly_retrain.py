@@ -51,10 +51,7 @@ def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, str]:
 
         return mine_keywords(
             input_path=c.path,
-            format=c.format,
-            text_field=c.text_field,
-            title_field=c.title_field,
-            id_field=c.id_field,
+            **c.reader_fields(),
             unit=cfg.keywords.unit,
             k=cfg.keywords.k,
             warm_start=cfg.keywords.warm_start,
@@ -62,14 +59,7 @@ def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, str]:
         )
     from flows.build_pairs import build_pairs
 
-    refs = build_pairs(
-        input_path=c.path,
-        format=c.format,
-        text_field=c.text_field,
-        title_field=c.title_field,
-        id_field=c.id_field,
-        root=str(base),
-    )
+    refs = build_pairs(input_path=c.path, **c.reader_fields(), root=str(base))
     return refs["sentences"] if cfg.train.method == "documents" else refs["shards"]
 
 
@@ -222,14 +212,7 @@ def embed_corpus(corpus: Any, base: Path, promoted: bool) -> str:
     from flows.build_pairs import corpus_documents
 
     try:
-        documents = corpus_documents(
-            str(base),
-            input_path=corpus.path,
-            format=corpus.format,
-            text_field=corpus.text_field,
-            title_field=corpus.title_field,
-            id_field=corpus.id_field,
-        )
+        documents = corpus_documents(str(base), input_path=corpus.path, **corpus.reader_fields())
     except Exception as exc:
         return f"failed: {type(exc).__name__}: {exc}"[:500]
     return night_embeddings(base, documents, promoted=promoted)

@@ -97,6 +97,15 @@ class CorpusConfig:
     title_field: str = ReaderConfig.title_field
     id_field: str = ReaderConfig.id_field
 
+    def reader_fields(self) -> dict[str, str]:
+        """How the corpus is read, as the stages' flow parameters (`format`, `text_field`, `title_field`,
+        `id_field`): passed whole, so a reader option added here reaches every stage."""
+        return {"format": self.format, "text_field": self.text_field, "title_field": self.title_field,
+                "id_field": self.id_field}  # fmt: skip
+
+    def reader(self) -> ReaderConfig:
+        return ReaderConfig(**self.reader_fields())
+
 
 @dataclass(frozen=True)
 class TrainSection:

@@ -375,8 +375,7 @@ def gate_suite(cfg: NightlyConfig, base: Path) -> tuple[NightlyConfig, GateSuite
         label = DatasetSpec("stackoverflow", e.stackoverflow).label
         return cfg, GateSuite(e.stackoverflow, (), f"{label}/question_retrieval/precision@1", f"named: {label}")
     gur = cfg.train.method == "gur"
-    fields = (e.holdout, e.holdout_seed, e.label_field, c.text_field, c.id_field, c.title_field, c.format, gur)
-    share = HoldoutConfig(*fields)
+    share = HoldoutConfig(e.holdout, e.holdout_seed, e.label_field, **c.reader_fields(), pairs=gur)
     try:
         split = split_corpus(Path(c.path), share, base)
     except ValueError as exc:

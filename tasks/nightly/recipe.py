@@ -42,11 +42,10 @@ def corpus_shape(texts: list[str]) -> Shape:
 def sample_texts(corpus, limit: int = SAMPLE) -> list[str]:
     """The text of the first `limit` records of the corpus the night trains on (a `CorpusConfig`: the training
     mirror's JSON Lines, or the user's folder), read by ingest's readers; rejects are skipped."""
-    from tasks.ingest.readers import ReaderConfig, Record, read_corpus
+    from tasks.ingest.readers import Record, read_corpus
 
-    config = ReaderConfig(corpus.format, corpus.text_field, corpus.title_field, corpus.id_field)
     texts: list[str] = []
-    for item in read_corpus(Path(corpus.path), config):
+    for item in read_corpus(Path(corpus.path), corpus.reader()):
         if isinstance(item, Record):
             texts.append(item.text)
             if len(texts) >= limit:
