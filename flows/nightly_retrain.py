@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,15 +104,37 @@ def nightly_retrain(config_path: str | None = None, root: str | None = None) -> 
         return nightly_steps(cfg, base, name)
 
 
+@dataclass
+class NightState:
+    """What a night has done so far that its decision row names, a failed night's too: the candidate once
+    trained (gc then counts it as judged: its weights can go) and what retention freed at the start."""
+
+    candidate: str = ""
+    early_gc: str = ""  # `make_room`'s retention, when it ran
+    early_freed: int = 0
+
+    def columns(self) -> dict[str, Any]:
+        """The decision row's columns of a night that stopped: what it had done."""
+        out: dict[str, Any] = {"gc": self.early_gc, "gc_freed_bytes": self.early_freed} if self.early_gc else {}
+        return {**out, "candidate": self.candidate} if self.candidate else out
+
+    def with_early_gc(self, done: dict[str, Any]) -> dict[str, Any]:
+        """The night's retention columns: the end's, after what `make_room` freed at the start when it ran."""
+        if not self.early_gc:
+            return done
+        freed = self.early_freed + done.get("gc_freed_bytes", 0)
+        return {"gc": f"{self.early_gc}; at the end: {done['gc']}", "gc_freed_bytes": freed}
+
+
 def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
     """The night's work; an error on the way is a `failed` decision row (with the error), then raised."""
-    trained: dict[str, str] = {}  # the candidate, once trained: gc counts it as judged (its weights can go)
+    state = NightState()
     try:
-        return _night(cfg, base, name, trained)
+        return _night(cfg, base, name, state)
     except Exception as exc:
         row = {"decision": "failed", "reason": f"the night stopped: {type(exc).__name__}", "flow_run": name}
-        record_decision(base, {**row, **trained, "error": f"{type(exc).__name__}: {exc}"[:2000]})
-        publish(decision_markdown("failed", f"{row['reason']}: {exc}", trained.get("candidate", ""), "", {}, []))
+        record_decision(base, {**row, **state.columns(), "error": f"{type(exc).__name__}: {exc}"[:2000]})
+        publish(decision_markdown("failed", f"{row['reason']}: {exc}", state.candidate, "", {}, []))
         raise
 
 
@@ -151,10 +173,10 @@ def start_of(cfg: NightlyConfig, champion: dict[str, Any] | None) -> str:
     return warm or t.init_from or (str(minilm_path()) if fine_tunes else "")
 
 
-def make_room(cfg: NightlyConfig, base: Path, start: str, trained: dict[str, Any]) -> None:
+def make_room(cfg: NightlyConfig, base: Path, start: str, state: NightState) -> None:
     """Retention at the start of a night when the disk holding the root has less free space than a candidate
     writes (`training_space`): a full disk otherwise stops the night in its data stages or its training, and
-    retention only runs at its end. What it freed goes into `trained` (the decision row's `gc`, a failed
+    retention only runs at its end. What it freed goes into `state` (the decision row's `gc`, a failed
     night's too)."""
     need, free = training_space(start), free_bytes(base)
     if free >= need:
@@ -165,17 +187,9 @@ def make_room(cfg: NightlyConfig, base: Path, start: str, trained: dict[str, Any
         return
     print(f"{low}: retention runs first")
     done = retention(cfg, base, {})
-    trained.update(gc=f"at the start: {done['gc']}", gc_freed_bytes=done.get("gc_freed_bytes", 0))
+    state.early_gc, state.early_freed = f"at the start: {done['gc']}", done.get("gc_freed_bytes", 0)
     if (left := free_bytes(base)) < need:
         print(f"still {megabytes(left)} free after retention: the night may run out of space")
-
-
-def with_early_gc(trained: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:
-    """The night's retention columns: the end's, after what `make_room` freed at the start when it ran."""
-    if "gc" not in trained:
-        return done
-    freed = trained["gc_freed_bytes"] + done.get("gc_freed_bytes", 0)
-    return {"gc": f"{trained['gc']}; at the end: {done['gc']}", "gc_freed_bytes": freed}
 
 
 def retention(cfg: NightlyConfig, base: Path, pending: dict[str, str]) -> dict[str, Any]:
@@ -218,15 +232,13 @@ def embed_corpus(corpus: Any, base: Path, promoted: bool) -> str:
     return night_embeddings(base, documents, promoted=promoted)
 
 
-def _night(cfg: NightlyConfig, base: Path, name: str, trained: dict[str, str]) -> dict[str, Any]:
-    from flows.evaluate import evaluate
-
+def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState) -> dict[str, Any]:
     started = time.time()
     corpus = cfg.corpus  # the user's folder, before the held-out split replaces it with its training side
     for note in cfg.notes:
         print(note)
     champion = read_champion(base)
-    make_room(cfg, base, start_of(cfg, champion), trained)  # before the night writes anything
+    make_room(cfg, base, start_of(cfg, champion), state)  # before the night writes anything
     cfg, suite = gate_suite(cfg, base)
     cfg = resolve_method(cfg)
     if champion is None:  # the model in use until a promotion: recorded, so embed, search and `gur models` say so
@@ -237,18 +249,76 @@ def _night(cfg: NightlyConfig, base: Path, name: str, trained: dict[str, str]) -
     night = night_data(base, data, started)
     settings = training_settings(cfg)
     if champion and champion.get("data") == data and champion.get("settings") == settings:
-        reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
-        row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name, **night}
-        row["embedded"] = embed_corpus(corpus, base, promoted=False)  # new files only: usually a cache hit
-        row.update(with_early_gc(trained, retention(cfg, base, {})))  # after embedding: its new output is kept
-        record_decision(base, row)
-        update_catalog(str(base), [data])
-        publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, [], night=night, gc=row["gc"]))
-        print(f"{reason}; {time.time() - started:.1f} s")
-        return row
-
+        return nothing_new(cfg, base, name, state, corpus, (champion, data, night, started))
     ref, candidate, reference = train_candidate(cfg, base, data, champion)
-    trained["candidate"] = candidate
+    state.candidate = candidate
+    judged = judge_candidate(cfg, base, suite, candidate, reference)
+    decision, metrics, g = judged.decision, judged.metrics, judged.gate
+    verdict = "promoted" if decision.promote else "refused"
+    who = f"champion #{champion['number']}" if champion else f"the initial model ({reference})"
+    reason = f"against {who}: {decision.reason}"
+    row = {
+        "decision": verdict,
+        "reason": reason,
+        "candidate": candidate,
+        "champion": reference,
+        "candidate_metrics": metrics.get(candidate, {}),
+        "champion_metrics": metrics.get(reference, {}),
+        "flow_run": name,
+        "primary_metric": g.primary,
+        "suite": suite.name,
+        "suite_fingerprint": judged.evidence["suite_fingerprint"],
+        "overlap": judged.evidence["overlap"],
+        **test_columns(judged.test),
+        **night,
+    }
+    if decision.promote:
+        pointer = {"export": candidate, "train": ref, "data": data, "settings": settings, "method": cfg.train.method}
+        set_champion(base, {**pointer, "metrics": metrics.get(candidate, {}), "config": cfg.source, "flow_run": name})
+    row["embedded"] = embed_corpus(corpus, base, promoted=decision.promote)  # the view switches after a promotion
+    row.update(state.with_early_gc(retention(cfg, base, {candidate: verdict})))  # after embedding, as above
+    record_decision(base, row)
+    update_catalog(str(base), [data, ref, judged.metrics_ref])
+    names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))
+    publish(decision_markdown(verdict, reason, candidate, reference, metrics, names, judged.test, night, row["gc"]))
+    print(f"{verdict}: {reason}; {time.time() - started:.0f} s")
+    print(json.dumps({k: v for k, v in row.items() if k.endswith("metrics")}, indent=1))
+    return row
+
+
+def nothing_new(
+    cfg: NightlyConfig, base: Path, name: str, state: NightState, corpus: Any, seen: tuple[dict, dict, dict, float]
+) -> dict[str, Any]:
+    """The row of a night whose corpus and settings are the champion's (`seen`: the champion, the data stages'
+    output, the night's data columns, its start time): no training; new files still embedded."""
+    champion, data, night, started = seen
+    reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
+    row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name, **night}
+    row["embedded"] = embed_corpus(corpus, base, promoted=False)  # new files only: usually a cache hit
+    row.update(state.with_early_gc(retention(cfg, base, {})))  # after embedding: its new output is kept
+    record_decision(base, row)
+    update_catalog(str(base), [data])
+    publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, [], night=night, gc=row["gc"]))
+    print(f"{reason}; {time.time() - started:.1f} s")
+    return row
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The candidate and the model in use, scored on the night's suite, and the gate's decision on them."""
+
+    decision: Any  # tasks/nightly/gate.py: Decision
+    evidence: dict[str, Any]
+    test: Any
+    metrics: dict[str, dict[str, float]]  # model -> metric -> value
+    metrics_ref: dict[str, str]  # the evaluate output the metrics came from
+    gate: Any  # the gate section, its primary metric resolved
+
+
+def judge_candidate(cfg: NightlyConfig, base: Path, suite: Any, candidate: str, reference: str) -> Judged:
+    """Both models through the evaluate flow on the night's suite and its guards, then the gate."""
+    from flows.evaluate import evaluate
+
     e = cfg.evaluate
     result = evaluate(
         models=[candidate, reference],
@@ -263,42 +333,4 @@ def _night(cfg: NightlyConfig, base: Path, name: str, trained: dict[str, str]) -
     metrics = metrics_by_model(base, result["metrics"])
     g = cfg.gate if cfg.gate.primary != "auto" else replace(cfg.gate, primary=suite.primary)
     decision, evidence, test = judge(base, result["units"], metrics, g, candidate, reference)
-    verdict = "promoted" if decision.promote else "refused"
-    who = f"champion #{champion['number']}" if champion else f"the initial model ({reference})"
-    reason = f"against {who}: {decision.reason}"
-    row = {
-        "decision": verdict,
-        "reason": reason,
-        "candidate": candidate,
-        "champion": reference,
-        "candidate_metrics": metrics.get(candidate, {}),
-        "champion_metrics": metrics.get(reference, {}),
-        "flow_run": name,
-        "primary_metric": g.primary,
-        "suite": suite.name,
-        "suite_fingerprint": evidence["suite_fingerprint"],
-        "overlap": evidence["overlap"],
-        **test_columns(test),
-        **night,
-    }
-    if decision.promote:
-        pointer = {
-            "export": candidate,
-            "train": ref,
-            "data": data,
-            "settings": settings,
-            "method": cfg.train.method,
-            "metrics": metrics.get(candidate, {}),
-            "config": cfg.source,
-            "flow_run": name,
-        }
-        set_champion(base, pointer)
-    row["embedded"] = embed_corpus(corpus, base, promoted=decision.promote)  # the view switches after a promotion
-    row.update(with_early_gc(trained, retention(cfg, base, {candidate: verdict})))  # after embedding, as above
-    record_decision(base, row)
-    update_catalog(str(base), [data, ref, result["metrics"]])
-    names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))
-    publish(decision_markdown(verdict, reason, candidate, reference, metrics, names, test, night, row["gc"]))
-    print(f"{verdict}: {reason}; {time.time() - started:.0f} s")
-    print(json.dumps({k: v for k, v in row.items() if k.endswith("metrics")}, indent=1))
-    return row
+    return Judged(decision, evidence, test, metrics, result["metrics"], g)
