@@ -28,13 +28,15 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
     if not 0 <= cfg.interpolate <= 1:
         raise ValueError(f"interpolate must be within [0, 1], got {cfg.interpolate}")
     tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
+    positions = start_positions(cfg.init_from)  # a start model with fewer positions cuts the inputs there
+    max_len, passage_len = min(cfg.max_len, positions), min(cfg.passage_len, positions)
     data = DocumentPairs(
         DocumentPairConfig(
             source=cfg.questions,
             kinds=cfg.pair_kinds,
             draw=cfg.pair_draw,
-            max_len=cfg.max_len,
-            passage_len=cfg.passage_len,
+            max_len=max_len,
+            passage_len=passage_len,
             batch_size=cfg.batch_size,
             seed=cfg.seed,
             heldout_fraction=cfg.heldout_fraction,
@@ -51,7 +53,8 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
             f"({counts['with_title']} with a title, "
             f"{counts['with_ict']} with two sentences or more), {counts['heldout_rows']} held out "
             f"({len(eval_batches)} batches of {cfg.eval_batch}), {counts['no_pair']} without a pair; queries cut to "
-            f"{cfg.max_len} tokens, passages to {cfg.passage_len}",
+            f"{max_len} tokens, passages to {passage_len}"
+            + (f" (the start model has {positions} positions)" if passage_len < cfg.passage_len else ""),
             flush=True,
         )
 
@@ -69,3 +72,11 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         find_unused=True,  # TFCSG's auto-encoder and LM head are not trained here
         info={"data": counts, "losses": ["kw"]},
     )
+
+
+def start_positions(init_from: str) -> int:
+    """How many tokens the start encoder takes (its position embeddings; MiniLM 512): the recipe's 256-token
+    passages are cut to this for a smaller model."""
+    from transformers import AutoConfig
+
+    return int(getattr(AutoConfig.from_pretrained(init_from), "max_position_embeddings", 0) or 1 << 30)

@@ -216,7 +216,8 @@ def test_a_changed_preset_is_something_new_to_train(tmp_path, monkeypatch):
     # the documents recipe's preset counts by its values too
     documents = replace(cfg, train=replace(cfg.train, method="documents"))
     before = training_settings(documents)
-    changed = {**train_presets.DOCUMENT_PRESETS["cpu"], "passage_len": 256}
+    preset = train_presets.DOCUMENT_PRESETS["cpu"]
+    changed = {**preset, "passage_len": 2 * preset["passage_len"]}
     monkeypatch.setitem(train_presets.DOCUMENT_PRESETS, "cpu", changed)
     assert training_settings(documents) != before
 
