@@ -249,7 +249,9 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState) -> dict
     night = night_data(base, data, started)
     settings = training_settings(cfg)
     if champion and champion.get("data") == data and champion.get("settings") == settings:
-        return nothing_new(cfg, base, name, state, corpus, (champion, data, night, started))
+        return nothing_new(
+            cfg, base, name, state, corpus=corpus, champion=champion, data=data, night=night, started=started
+        )
     ref, candidate, reference = train_candidate(cfg, base, data, champion)
     state.candidate = candidate
     judged = judge_candidate(cfg, base, suite, candidate, reference)
@@ -287,11 +289,18 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState) -> dict
 
 
 def nothing_new(
-    cfg: NightlyConfig, base: Path, name: str, state: NightState, corpus: Any, seen: tuple[dict, dict, dict, float]
+    cfg: NightlyConfig,
+    base: Path,
+    name: str,
+    state: NightState,
+    *,
+    corpus: Any,
+    champion: dict,
+    data: dict,
+    night: dict,
+    started: float,
 ) -> dict[str, Any]:
-    """The row of a night whose corpus and settings are the champion's (`seen`: the champion, the data stages'
-    output, the night's data columns, its start time): no training; new files still embedded."""
-    champion, data, night, started = seen
+    """The row of a night whose corpus and settings are the champion's: no training; new files still embedded."""
     reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
     row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name, **night}
     row["embedded"] = embed_corpus(corpus, base, promoted=False)  # new files only: usually a cache hit
