@@ -22,6 +22,9 @@ from tasks.ingest.markup_text import MAX_LEVEL, Section, sections_from_blocks
 SKIPPED = ("pre",)  # code is not prose
 _HEADING = re.compile(r"^\s*<h([1-6])>(.*)</h\1>\s*$")
 _TAG = re.compile(r"<[^>]*>")
+# The number a generator puts before a heading ("4.1. Specifying the files", Sphinx's :numbered: toctrees): the
+# page's outline, not the section's name. A number without its dot ("3.14 Release notes") stays.
+_SECTION_NUMBER = re.compile(r"^\d+(?:\.\d+)*\.\s+(?=\S)")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 _BLANKS = re.compile(r"[ \t\u00a0]+")
@@ -102,5 +105,6 @@ def _clean(line: str) -> str:
 
 
 def _heading_text(text: str) -> str:
-    """A heading without the permalink sign that documentation generators put after it."""
-    return _clean(text).rstrip("¶#").strip()
+    """A heading without the permalink sign that documentation generators put after it, nor the section number
+    they put before it."""
+    return _SECTION_NUMBER.sub("", _clean(text).rstrip("¶#").strip())

@@ -43,8 +43,8 @@ from pathlib import Path
 from storage.fingerprint import fingerprint
 from storage.layout import SPLIT_SOURCE, TMP_DIR, in_root
 from tasks.evaluate.overlap import normalize
-from tasks.ingest.readers import CorpusFile, corpus_files, read_member
-from tasks.ingest.records import LabelledReaderConfig, ReaderConfig, Record
+from tasks.ingest.readers import CorpusFile, corpus_files, file_format, read_member
+from tasks.ingest.records import CorpusError, LabelledReaderConfig, ReaderConfig, Record
 from tasks.nightly.config import ICT_TASK, LABELLED, PAIR_TASK, TITLE_TASK, NightlyConfig
 
 HOLDOUT_CODE_VERSION = "holdout-v2"  # v2: ingest's readers for every format; label-free suites
@@ -110,6 +110,16 @@ def _members(corpus: Path) -> list[CorpusFile]:
     return [CorpusFile(corpus, corpus.name, False)] if corpus.is_file() else corpus_files(corpus)
 
 
+def member_format(file: CorpusFile, config: HoldoutConfig) -> str:
+    """The format a member is read in ("" when it cannot be told: the reader rejects it)."""
+    if file.hidden:
+        return ""
+    try:
+        return file_format(file.path, config.reader().format)
+    except (OSError, EOFError, ValueError, CorpusError):
+        return ""
+
+
 def _row(record: Record) -> dict:
     return {"id": record.source_id, "title": record.title, "text": record.text}
 
@@ -158,7 +168,7 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
     bytes did not change since the last call are not read again. Raises ValueError when the corpus is not
     labelled and too small or too short for a label-free suite."""
     from storage.atomic import atomic_write_json
-    from tasks.ingest.folder import file_digest
+    from tasks.ingest.folder import content_key, file_digest
 
     corpus = Path(corpus).resolve()
     if not corpus.exists():
@@ -172,7 +182,7 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
     tmp = folder / TMP_DIR
     index_path = folder / INDEX
     index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.exists() else {}
-    digests = {rel: file_digest(f.path) for rel, f in files.items()}
+    digests = {rel: content_key(file_digest(f.path), member_format(f, config)) for rel, f in files.items()}
     changed = sorted(rel for rel in files if (index.get(rel) or {}).get("digest") != digests[rel])
     for rel in changed:
         part = split_file(files[rel], config)

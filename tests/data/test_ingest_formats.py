@@ -218,6 +218,19 @@ def test_html_sections_have_their_headings_as_titles_and_no_navigation_script_fo
     assert Tally("pages") in items and sum(1 for i in items if i == Tally("sections")) == 3
 
 
+def test_the_section_numbers_a_generator_puts_in_headings_are_not_part_of_a_title(tmp_path):
+    numbered = html_page(
+        "4. Caching", [("h1", "4. Caching guide", INTRO), ("h2", "4.1. Cache keys", KEYS), ("h2", "3.14 keys", EXPIRY)]
+    )
+    docs = records(read_one(tmp_path, "guide.html", numbered))
+    assert [d.title for d in docs] == ["Caching guide", "Cache keys", "3.14 keys"]  # no dot after it: a name
+    # the reader's version is in an HTML file's key (its cached unit and mirror are read again), no other's
+    from tasks.ingest.folder import FileUnit
+
+    assert FileUnit("a.html", "a.html", "d1", "html", False).key()["digest"] == "d1+html-2"
+    assert FileUnit("a.jsonl", "a.jsonl", "d1", "jsonl", False).key()["digest"] == "d1"
+
+
 def test_an_html_page_in_its_declared_charset_and_one_undeclared_is_detected(tmp_path):
     docs = records(read_one(tmp_path, "latin.htm", guide_html("windows-1252")))
     assert docs[2].title == "Expiry café"
