@@ -1,6 +1,7 @@
 """Does the nightly default win on every corpus shape? Corpora x recipes in one table, from one first night each.
 
     .venv/bin/python benchmarks/corpus_ladder.py --workdir /tmp/ladder2 [--corpora python-docs,man-pages,stackoverflow]
+        [--method gur]
 
 For each corpus, a fresh root and a `nightly.toml` naming only the folder (what a new user writes; for
 StackOverflow titles also the fields), then one `gur nightly` with every default (`method = "auto"`):
@@ -12,7 +13,9 @@ candidate's unmixed run (the recipe before its mix toward the start):
   documentation, manual pages: a section's prose -> the other sections of its page, P@1) or a title's tag
   (StackOverflow, the night's own suite);
 - the guard: STS-B train Spearman.
-Each row says whether the night's gate promoted it, and whether a gate on the labelled check (margin 0,
+`--method` names the night's method instead of `auto` (a root of its own: `data-<method>`), e.g. `gur`: GUR's
+LCS pairs and losses warm-started from MiniLM within the night's time budget. Each row says whether the
+night's gate promoted it, and whether a gate on the labelled check (margin 0,
 95% paired test against the start) would.
 
 Corpora (each built once into the workdir):
@@ -173,8 +176,8 @@ def build_corpus(name: str, work: Path) -> tuple[Path, dict[str, str], dict]:
     return corpus, {}, json.loads(done.read_text(encoding="utf-8"))
 
 
-def first_night(corpus: Path, fields: dict[str, str], root: Path) -> dict:
-    """The root's first decision row; the night runs (with every default) when the root has none."""
+def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = "auto") -> dict:
+    """The root's first decision row; the night runs (with every default but `method`) when the root has none."""
     import pyarrow.parquet as pq
 
     from flows.nightly_retrain import nightly_retrain
@@ -183,7 +186,8 @@ def first_night(corpus: Path, fields: dict[str, str], root: Path) -> dict:
     if not rows.exists():
         root.mkdir(parents=True, exist_ok=True)
         extra = "".join(f'{k} = "{v}"\n' for k, v in fields.items())
-        (root / "nightly.toml").write_text(f'[corpus]\npath = "{corpus}"\n{extra}', encoding="utf-8")
+        train = f'\n[train]\nmethod = "{method}"\n' if method != "auto" else ""
+        (root / "nightly.toml").write_text(f'[corpus]\npath = "{corpus}"\n{extra}{train}', encoding="utf-8")
         started = time.process_time(), time.time()
         nightly_retrain(root=str(root))
         print(f"night: {time.time() - started[1]:.0f} s wall", flush=True)
@@ -191,15 +195,15 @@ def first_night(corpus: Path, fields: dict[str, str], root: Path) -> dict:
     return decisions[0]
 
 
-def ladder(name: str, work: Path, stsb: Path) -> dict:
+def ladder(name: str, work: Path, stsb: Path, method: str = "auto") -> dict:
     from gate_ladder import _value, gate_decisions, score
 
     from storage.stage_output import ref_dir
     from tasks.nightly.holdout import HoldoutConfig, split_corpus
 
     corpus, fields, counts = build_corpus(name, work)
-    root = work / name / "data"
-    night = first_night(corpus, fields, root)
+    root = work / name / ("data" if method == "auto" else f"data-{method}")
+    night = first_night(corpus, fields, root, method)
     candidate = Path(night["candidate"])
     manifest = json.loads((candidate.parent / "_manifest.json").read_text(encoding="utf-8"))
     models = {"MiniLM (start)": night["champion"], f"{manifest['config']['method']} default": str(candidate)}
@@ -251,12 +255,15 @@ def main() -> None:
     parser.add_argument("--corpora", default="python-docs,man-pages", help="python-docs, man-pages, stackoverflow")
     parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
     parser.add_argument("--out", default="", help="write the figures as JSON here")
+    parser.add_argument(
+        "--method", default="auto", help="the night's [train] method: auto (the default) or one named (own root)"
+    )
     args = parser.parse_args()
     work = Path(args.workdir)
     results = []
     for name in args.corpora.split(","):
         started = time.time()
-        result = ladder(name.strip(), work, Path(args.stsb))
+        result = ladder(name.strip(), work, Path(args.stsb), args.method)
         results.append(result)
         night = result["night"]
         print(f"\n## {name}: {result['counts']}\nnight: {night['decision']}: {night['reason']}\n")

@@ -141,9 +141,10 @@ def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
 def train_candidate(
     cfg: NightlyConfig, base: Path, data: dict[str, str], champion: dict[str, Any] | None
 ) -> tuple[dict[str, str], str, str]:
-    """(train output, candidate export, the model it is judged against): warm-started from the champion (the
-    configured init, or MiniLM for TFCSG, on the first night)."""
+    """(train output, candidate export, the model it is judged against): warm-started from the model in use (the
+    champion, else the configured init, else MiniLM); `method = "gur"` with GUR_NIGHT's settings and time budget."""
     from flows.train import train_flow
+    from tasks.nightly.recipe import GUR_NIGHT
 
     t = cfg.train
     init = start_of(cfg, champion)
@@ -153,24 +154,20 @@ def train_candidate(
         preset=t.preset if t.preset != "auto" or t.method != "gur" else None,
         steps=t.steps or None,
         init_from=init,
-        options={**t.options, **replay_options(t, champion)},
+        options={**(GUR_NIGHT if t.method == "gur" else {}), **t.options, **replay_options(t, champion)},
         root=str(base),
         **kwargs,
     )
-    # A GUR model trained from scratch has no init: its first night is measured against MiniLM, not itself.
-    reference = champion["export"] if champion else (init or "minilm")
+    reference = champion["export"] if champion else init
     return ref, str(ref_dir(base, ref) / "export"), reference
 
 
 def start_of(cfg: NightlyConfig, champion: dict[str, Any] | None) -> str:
-    """The model the candidate trains from: the champion (TFCSG, documents, or a configured init), else the
-    configured init, else MiniLM for TFCSG and documents ("" for a GUR model trained from scratch)."""
+    """The model the candidate trains from, whatever the method: the champion, else the configured init, else
+    the shipped MiniLM."""
     from models.encoders import minilm_path
 
-    t = cfg.train
-    fine_tunes = t.method in ("tfcsg", "documents", "auto")
-    warm = champion["export"] if champion and (fine_tunes or t.init_from) else ""
-    return warm or t.init_from or (str(minilm_path()) if fine_tunes else "")
+    return champion["export"] if champion else cfg.train.init_from or str(minilm_path())
 
 
 def make_room(cfg: NightlyConfig, base: Path, start: str, state: NightState) -> None:
@@ -242,9 +239,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState) -> dict
     cfg, suite = gate_suite(cfg, base)
     cfg = resolve_method(cfg)
     if champion is None:  # the model in use until a promotion: recorded, so embed, search and `gur models` say so
-        from models.encoders import minilm_path
-
-        record_start(base, start_of(cfg, None) or str(minilm_path()), cfg.source)
+        record_start(base, start_of(cfg, None), cfg.source)
     data = data_stages(cfg, base)
     night = night_data(base, data, started)
     settings = training_settings(cfg)

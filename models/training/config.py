@@ -30,6 +30,9 @@ class TrainConfig:
     tokenizer_sample: int = 200_000
     dropout: float = 0.1
     max_steps: int = 1000
+    # Stop after this many minutes of training (resumes included) as a complete run, at whatever step it reached:
+    # a night's time budget. The step count then depends on the machine; the summary says it stopped by time.
+    max_minutes: float = 0.0
     lr: float = 1e-4
     schedule: str = "constant"  # constant with warmup (the paper) or cosine (models.training.schedule.get_lr)
     warmup_steps: int = 100

@@ -176,11 +176,16 @@ def _train_ranks(cfg: TrainConfig, ranks: Ranks) -> dict[str, Any]:
     model.train()
     t0, tokens, last_saved, saved_at = time.time(), 0, run.step, time.time()
     started = (t0, run.step)  # the measured step rate (this process, evaluations included) gives the ETA
-    while run.step < cfg.max_steps and not stop["flag"]:
+    run.segment_start = t0
+    if ranks.master and cfg.max_minutes:
+        print(f"time budget: {cfg.max_minutes:g} min of training ({run.trained_s / 60:.1f} used)", flush=True)
+    while run.step < cfg.max_steps and not stop["flag"] and not run.out_of_time:
         done = train_step(run, runner, autocast)
         tokens += done.tokens
-        eval_now = bool(cfg.eval_every) and (run.step % cfg.eval_every == 0 or run.step == cfg.max_steps)
-        if run.step % cfg.log_every == 0 or run.step == cfg.max_steps or eval_now:
+        run.out_of_time = out_of_time(run)
+        last = run.step == cfg.max_steps or run.out_of_time
+        eval_now = bool(cfg.eval_every) and (run.step % cfg.eval_every == 0 or last)
+        if run.step % cfg.log_every == 0 or last or eval_now:
             log_row(run, done, tokens, time.time() - t0, eval_now, started)
             t0, tokens = time.time(), 0
         if cfg.stop_at_step and run.step == cfg.stop_at_step:
@@ -190,9 +195,25 @@ def _train_ranks(cfg: TrainConfig, ranks: Ranks) -> dict[str, Any]:
             last_saved, saved_at = run.step, time.time()
     if last_saved != run.step:
         save_run(run)
-    if stop["flag"] and ranks.master and run.step < cfg.max_steps:
+    if stop["flag"] and ranks.master and run.step < cfg.max_steps and not run.out_of_time:
         print(f"stopped at step {run.step} by a signal; checkpoint saved, rerun to resume", flush=True)
+    if run.out_of_time and ranks.master:
+        print(f"time budget of {cfg.max_minutes:g} min spent at step {run.step} of {cfg.max_steps}: done", flush=True)
     return finish(run)
+
+
+def out_of_time(run: Run) -> bool:
+    """Whether `max_minutes` of training (resumed runs included) are spent. Checked every `log_every` steps
+    (and under DDP decided by rank 0's clock, so every rank stops after the same step)."""
+    cfg = run.cfg
+    if not cfg.max_minutes or run.step % cfg.log_every:
+        return False
+    spent = run.trained_seconds() >= cfg.max_minutes * 60
+    if run.ranks.ddp:
+        flag = torch.tensor([float(spent)], device=run.ranks.device)
+        dist.broadcast(flag, src=0)
+        spent = bool(flag.item())
+    return spent
 
 
 @dataclass(frozen=True)
@@ -258,10 +279,16 @@ class Run:
     step: int = 0
     metrics: list[dict[str, Any]] = field(default_factory=list)
     window: dict[str, Any] = field(default_factory=lambda: {"sum": None, "n": 0})  # stats summed since the last row
+    trained_s: float = 0.0  # training seconds before this process (a checkpoint carries them: `max_minutes`)
+    segment_start: float = 0.0  # when this process began training
+    out_of_time: bool = False  # `max_minutes` spent: the run is complete at this step
 
     @property
     def model(self) -> torch.nn.Module:
         return self.recipe.model
+
+    def trained_seconds(self) -> float:
+        return self.trained_s + (time.time() - self.segment_start if self.segment_start else 0.0)
 
 
 def restore(run: Run, ckpt: dict[str, Any], name: str) -> None:
@@ -271,6 +298,8 @@ def restore(run: Run, ckpt: dict[str, Any], name: str) -> None:
     run.optimizer.load_state_dict(ckpt["optimizer"])
     run.scheduler.load_state_dict(ckpt["scheduler"])
     run.step, run.metrics = ckpt["step"], ckpt["metrics"]
+    run.trained_s = float(ckpt.get("trained_s", 0.0))
+    run.out_of_time = bool(ckpt.get("out_of_time", False))
     if ckpt["world_size"] == run.ranks.world:
         run.window = ckpt["window"][run.ranks.rank]
         run.recipe.stream.load_state_dict(ckpt["data"][run.ranks.rank])
@@ -360,7 +389,9 @@ def log_row(run: Run, done: StepDone, tokens: int, elapsed: float, eval_now: boo
     if ranks.master:
         line = " ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
         eta = eta_seconds(run.step - started[1], cfg.max_steps - started[1], time.time() - started[0])
-        if eta is not None and run.step < cfg.max_steps:
+        if eta is not None and cfg.max_minutes:  # the budget ends it first when it is shorter
+            eta = min(eta, max(0.0, cfg.max_minutes * 60 - run.trained_seconds()))
+        if eta is not None and run.step < cfg.max_steps and not run.out_of_time:
             line += f" eta {format_duration(eta)}"
         print(line, flush=True)
 
@@ -399,6 +430,8 @@ def save_run(run: Run) -> None:
         "data": data,
         "rng": rngs,
         "metrics": run.metrics,
+        "trained_s": run.trained_seconds(),
+        "out_of_time": run.out_of_time,
         "window": windows,
         "world_size": world,
         "config": dataclasses.asdict(run.cfg),
@@ -414,7 +447,9 @@ def save_run(run: Run) -> None:
 def finish(run: Run) -> dict[str, Any]:
     """The run's summary; when complete, rank 0 writes the reports, the export and `summary.json` (last)."""
     cfg, metrics = run.cfg, run.metrics
-    summary: dict[str, Any] = {"step": run.step, "complete": run.step >= cfg.max_steps}
+    summary: dict[str, Any] = {"step": run.step, "complete": run.step >= cfg.max_steps or run.out_of_time}
+    if run.out_of_time:
+        summary["stopped_by"] = f"time budget ({cfg.max_minutes:g} min)"
     if run.ranks.master and summary["complete"]:
         write_reports(run.out, metrics)
         if cfg.export:

@@ -83,6 +83,10 @@ def training_settings(cfg: NightlyConfig) -> str:
     preset = PRESETS[resolve_preset(cfg.train.preset, gpu=False)] if cfg.train.method == "tfcsg" else {}
     if cfg.train.method == "documents":
         preset = DOCUMENT_PRESETS["cpu"]
+    if cfg.train.method == "gur":
+        from tasks.nightly.recipe import GUR_NIGHT
+
+        preset = GUR_NIGHT
     return fingerprint("nightly-train", "v1", {"train": cfg.train, "keywords": cfg.keywords, "preset": preset})
 
 

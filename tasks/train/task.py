@@ -40,6 +40,7 @@ RUNTIME_KEYS = ("out_dir", "shards", "questions", "replay_source", "threads", "s
 # field existed keeps its fingerprint (and its folder, checkpoints and nightly history).
 LATER_FIELDS = {
     "sampling": "random",
+    "max_minutes": 0.0,
     "attention": "eager",
     "packing": False,
     "pack_len": 0,
@@ -235,7 +236,10 @@ def train_stage(
         extra={
             "labels": labels or {},
             "export": "export",
-            "summary": {k: summary.get(k) for k in ("heldout_acc", "chance", "params", "max_steps", "lm_head_loaded")},
+            "summary": {
+                **{k: summary.get(k) for k in ("heldout_acc", "chance", "params", "max_steps", "lm_head_loaded")},
+                **({"stopped_by": summary["stopped_by"]} if "stopped_by" in summary else {}),
+            },
             "final": final,
         },
     )

@@ -143,6 +143,25 @@ def test_interrupted_run_resumes_with_the_same_losses(shards, tmp_path, capsys):
     assert {s["step"] for s in samples} == {4, 8} and "<extra_id_0>" in samples[0]["prompt"]
 
 
+def test_a_time_budget_ends_a_run_as_complete_and_counts_the_time_of_a_resumed_run(shards, tmp_path, capsys):
+    budget = 1e-6  # minutes: spent by the first step, checked at every logged step
+    done = train(run_config(shards, tmp_path / "budget", max_steps=1000, max_minutes=budget, log_every=2))
+    assert done["complete"] and done["step"] == 2 and done["stopped_by"] == "time budget (1e-06 min)"
+    assert (tmp_path / "budget" / "export" / "modules.json").exists()
+    summary = json.loads((tmp_path / "budget" / "summary.json").read_text())
+    assert summary["step"] == 2 and summary["max_steps"] == 1000
+    assert "time budget of 1e-06 min spent at step 2 of 1000: done" in capsys.readouterr().out
+    # a run killed before its budget resumes with the time it had already spent
+    cut = run_config(shards, tmp_path / "cut", max_steps=1000, max_minutes=1.0, ckpt_every=2, stop_at_step=3)
+    assert train(cut) == {"stopped_at": 3}
+    ckpt = torch.load(tmp_path / "cut" / "checkpoints" / "step-00000002.pt", weights_only=False)
+    assert 0 < ckpt["trained_s"] < 60 and not ckpt["out_of_time"]
+    ckpt["trained_s"] = 60.0  # as if the budget's minute had been spent before the kill
+    torch.save(ckpt, tmp_path / "cut" / "checkpoints" / "step-00000002.pt")
+    resumed = train(dataclasses.replace(cut, stop_at_step=0, log_every=1))
+    assert resumed["complete"] and resumed["step"] == 3 and "stopped_by" in resumed
+
+
 @pytest.mark.slow
 def test_two_process_ddp_on_cpu_trains(shards, tmp_path):
     cfg = run_config(shards, tmp_path / "ddp", max_steps=4, ckpt_every=2, eval_every=2, export=False)
