@@ -273,6 +273,52 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     assert trained < len(wiki)  # training saw the training side only
 
 
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.slow
+def test_a_gur_night_warm_starts_from_the_model_in_use_and_stops_at_its_time_budget(tmp_path, wiki):
+    from flows.nightly_retrain import nightly_retrain, start_of
+    from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.recipe import GUR_NIGHT
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_jsonl(corpus / "a.jsonl", wiki[:80])
+    model = tiny_bert(tmp_path / "tiny-bert", [d["title"] + " " + d["text"] for d in wiki])
+    config = tmp_path / "gur.toml"
+    config.write_text(
+        f"""[corpus]
+path = "{corpus}"
+
+[train]
+method = "gur"
+init_from = "{model}"
+options = {{max_minutes = 1e-5, log_every = 1, eval_every = 0, threads = 1, short_batch = 8, long_batch = 4}}
+
+[evaluate]
+holdout = 0.4
+stsb = []
+
+[gate]
+guards = {{}}
+""",
+        encoding="utf-8",
+    )
+    night = nightly_retrain(config_path=str(config), root=str(tmp_path / "data"))
+    assert night["decision"] in ("promoted", "refused"), night["reason"]
+    manifest = json.loads((Path(night["candidate"]).parent / "_manifest.json").read_text())
+    trained = manifest["config"]
+    assert trained["method"] == "gur" and trained["init_from"] == str(model)  # a warm start, not GUR from scratch
+    assert {k: trained[k] for k in ("pooling", "lr", "temperature")} == {
+        k: GUR_NIGHT[k] for k in ("pooling", "lr", "temperature")
+    }
+    assert trained["max_minutes"] == 1e-5 and manifest["summary"]["stopped_by"] == "time budget (1e-05 min)"
+    assert manifest["rows"]["steps"] == 1 < trained["max_steps"]
+    # the next night trains from the model in use: the champion once there is one
+    cfg = load_nightly_config(config)
+    assert start_of(cfg, None) == str(model)
+    assert start_of(cfg, {"export": "/models/champion"}) == "/models/champion"
+
+
 def test_the_method_is_auto_by_default_and_an_unknown_one_is_one_line_naming_the_choices(tmp_path):
     from tasks.nightly.config import load_nightly_config
 
