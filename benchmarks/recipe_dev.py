@@ -9,10 +9,12 @@ reported held-out records never enter), split again with `holdout_seed = 1`: a f
 default recipe) makes the inner suite, then each variant trains on the same split output from MiniLM and is
 scored on the inner `heldout-title` and `heldout-ict` (MRR@10) and the STS-B train guard, mixed and unmixed.
 
-Variants (`--variants`, comma-separated): `coin` (the night's recipe: one pair per document an epoch),
-`each` (a title pair and an ICT pair of every document an epoch: twice the steps), `title` (title -> body
-only), `title-lr6` (title pairs at lr 6e-5), `title-p256` (title pairs, passages of 256 tokens: the length
-the evaluation embeds). Figures are wall time on whatever machine runs it; run nothing else heavy beside it.
+Variants (`--variants`, comma-separated): `default` (the preset as it is), `coin` (the first default: one pair
+per document an epoch, passages of 128 tokens), `each` (a title pair and an ICT pair of every document an
+epoch: twice the steps), `title` (title -> body only), `title-lr6` (title pairs at lr 6e-5), `title-p256`
+(title pairs, passages of 256 tokens: the length the evaluation embeds), `title-p256-clustered` (title-p256
+with batches filled cluster by cluster by the start model: models/documents/clusters.py). Figures are wall
+time on whatever machine runs it; run nothing else heavy beside it.
 """
 
 from __future__ import annotations
@@ -32,12 +34,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 SHARED = REPO.parent / "shared" / "data"
+FIRST = {"pair_draw": "coin", "passage_len": 128}  # the first default, which the first variants changed
 VARIANTS = {
-    "coin": {},
-    "each": {"pair_draw": "each"},
-    "title": {"pair_kinds": "title"},
-    "title-lr6": {"pair_kinds": "title", "lr": 6e-5},  # twice the step size, the same steps
-    "title-p256": {"pair_kinds": "title", "passage_len": 256},  # passages as long as the evaluation embeds them
+    "default": {},  # the preset as it is now: title-first, passages of 256 tokens
+    "coin": FIRST,
+    "each": {**FIRST, "pair_draw": "each"},
+    "title": {**FIRST, "pair_kinds": "title"},
+    "title-lr6": {**FIRST, "pair_kinds": "title", "lr": 6e-5},  # twice the step size, the same steps
+    "title-p256": {**FIRST, "pair_kinds": "title", "passage_len": 256},  # passages as long as search embeds them
+    # title-p256 with batches of one cluster each (by the start model): hard in-batch negatives
+    "title-p256-clustered": {**FIRST, "pair_kinds": "title", "passage_len": 256, "sampling": "clustered"},
 }
 TITLE, ICT, STS = "inner title MRR@10", "inner ICT MRR@10", "STS-B train rho"
 

@@ -36,6 +36,7 @@ from models.gur.pair_data import is_heldout
 
 KINDS = ("title", "ict")
 DRAWS = ("coin", "title-first", "each")
+SAMPLINGS = ("random", "clustered")  # batch order: seeded random, or by the start model's clusters (clusters.py)
 ONE_A_DOCUMENT = ("coin", "title-first")  # draws whose training row is the document itself
 MIN_QUERY_WORDS = 4  # an ICT query sentence shorter than this says too little to find its passage
 
@@ -58,7 +59,7 @@ class DocumentPairConfig:
     batch_size: int = 32
     seed: int = 0
     heldout_fraction: float = 0.02
-    sampling: str = "random"  # QuestionStream reads it; documents are always in a seeded random order
+    sampling: str = "random"  # QuestionStream's order: seeded random, or `clustered` (models/documents/clusters.py)
 
 
 @dataclass
@@ -123,6 +124,8 @@ class DocumentPairs:
     def __init__(self, config: DocumentPairConfig, tokenizer):
         if config.draw not in DRAWS:
             raise ValueError(f"draw must be one of {DRAWS}, got {config.draw!r}")
+        if config.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS} for documents, got {config.sampling!r}")
         self.config = config
         self.kinds = parse_kinds(config.kinds)
         self.tok = tokenizer
@@ -133,6 +136,7 @@ class DocumentPairs:
         self.train_rows = self._rows(np.flatnonzero(usable & ~held))
         self.heldout_rows = self._rows(np.flatnonzero(usable & held))
         self.unusable = int((~usable).sum())
+        self.clusters: np.ndarray | None = None  # `clustered` sampling: a label per document (`cluster`)
         if len(self.train_rows) == 0:
             raise ValueError(
                 f"{config.source}: no document gives a training pair ({len(docs)} documents; a pair needs a title "
@@ -144,6 +148,12 @@ class DocumentPairs:
             return documents
         n = len(KINDS)
         return np.array([d * n + KINDS.index(k) for d in documents for k in self._kinds_of(int(d))], np.int64)
+
+    def set_clusters(self, labels: np.ndarray) -> None:
+        """`clustered` sampling: each row takes its document's cluster label (`labels`, one per document)."""
+        rows = np.concatenate([self.train_rows, self.heldout_rows]).astype(np.int64)
+        self.clusters = np.full(int(rows.max(initial=-1)) + 1, -1, np.int64)
+        self.clusters[rows] = labels[[self.document(int(r)) for r in rows]]
 
     def document(self, row: int) -> int:
         return row if self.config.draw in ONE_A_DOCUMENT else row // len(KINDS)

@@ -40,9 +40,12 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
             batch_size=cfg.batch_size,
             seed=cfg.seed,
             heldout_fraction=cfg.heldout_fraction,
+            sampling=cfg.sampling,
         ),
         tok,
     )
+    if cfg.sampling == "clustered":
+        cluster_batches(data, cfg, out, tok, max_len, rank, ddp)
     model = TfcsgModel(cfg.init_from, pooling=cfg.pooling, dropout=cfg.dropout, load_weights=load_weights)
     loss = TfcsgLoss(model, "kw", temperature=cfg.temperature, negatives="topic-masked")
     eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
@@ -72,6 +75,27 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         find_unused=True,  # TFCSG's auto-encoder and LM head are not trained here
         info={"data": counts, "losses": ["kw"]},
     )
+
+
+def cluster_batches(data, cfg: TrainConfig, out: Path, tok, max_len: int, rank: int, ddp: bool) -> None:
+    """`sampling = "clustered"`: the training documents' clusters by the start model, computed once by rank 0 and
+    saved in the run folder (models/documents/clusters.py)."""
+    import numpy as np
+    import torch.distributed as dist
+
+    from models.documents.clusters import CLUSTERS_FILE, cluster_documents, document_texts
+
+    docs = data.questions
+    documents = np.array(sorted({data.document(int(r)) for r in data.train_rows}), np.int64)
+    if rank == 0:
+        texts = document_texts(docs.titles, docs.sentences)
+        labels = cluster_documents(out, cfg.init_from, tok, texts, documents, cfg.batch_size, max_len, cfg.seed)
+        print(f"documents: {int(labels.max()) + 1} clusters of the training documents by the start model", flush=True)
+    if ddp:
+        dist.barrier()
+    if rank != 0:
+        labels = np.load(out / CLUSTERS_FILE)
+    data.set_clusters(labels)
 
 
 def start_positions(init_from: str) -> int:

@@ -224,7 +224,7 @@ class QuestionData:
         return [self.collate(rows[i : i + batch_size], keywords=True) for i in starts]
 
 
-SAMPLINGS = ("random", "topic-spread")
+SAMPLINGS = ("random", "topic-spread")  # questions; documents take random or clustered
 
 
 def spread_order(topics: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -241,6 +241,14 @@ def spread_order(topics: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n = len(members)
         position[rng.permutation(members)] = (np.arange(n) + rng.random(n)) / n
     return np.argsort(position, kind="stable")
+
+
+def clustered_order(clusters: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A seeded permutation that reads the rows cluster by cluster: the clusters in a random order, each
+    cluster's rows in a random order, so a window of a batch's rows comes mostly from one or two clusters."""
+    keys = rng.permutation(int(clusters.max()) + 2)  # a random rank per cluster label (-1 included)
+    within = rng.random(len(clusters))
+    return np.lexsort((within, keys[clusters + 1]))
 
 
 class QuestionStream:
@@ -268,6 +276,8 @@ class QuestionStream:
             rows = self.data.train_rows
             if self.data.config.sampling == "topic-spread":
                 order = rows[spread_order(self.data.questions.topics[rows], rng)]
+            elif self.data.config.sampling == "clustered":  # documents (models/documents/clusters.py)
+                order = rows[clustered_order(self.data.clusters[rows], rng)]
             else:
                 order = rows[rng.permutation(len(rows))]
             self._epoch_cache = (epoch, order)

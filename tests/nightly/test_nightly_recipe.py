@@ -181,6 +181,55 @@ def test_title_first_gives_a_titled_document_its_title_pair_every_epoch_and_an_u
     assert DOCUMENT_PRESETS["cpu"]["pair_draw"] == "title-first" and DOCUMENT_PRESETS["cpu"]["passage_len"] == 256
 
 
+def test_spherical_kmeans_finds_separated_groups_and_is_a_fixed_point_of_its_own_assignment():
+    from models.documents.clusters import spherical_kmeans
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(6, 16))
+    truth = np.repeat(np.arange(6), 25)
+    x = centres[truth] + 0.05 * rng.normal(size=(150, 16))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    labels = spherical_kmeans(x, 6, seed=1)
+    pairs = {(int(t), int(c)) for t, c in zip(truth, labels, strict=True)}
+    assert len(pairs) == 6 and len({t for t, _ in pairs}) == 6  # the same partition, relabelled
+    means = np.stack([x[labels == c].sum(0) for c in range(6)])
+    assert np.array_equal(np.argmax(x @ means.T, axis=1), labels)  # every point is nearest its own cluster
+    assert np.array_equal(labels, spherical_kmeans(x, 6, seed=1))
+
+
+def test_clustered_batches_fill_each_batch_from_one_cluster_by_the_start_model_and_a_resume_reads_them(tmp_path, wiki):
+    from models.documents.clusters import CLUSTERS_FILE, cluster_documents, document_texts
+    from models.tfcsg.question_data import clustered_order
+
+    clusters = np.array([0, 0, 1, 1, 1, 2, -1, 2, 0])
+    order = clustered_order(clusters, np.random.default_rng(0))
+    assert sorted(order.tolist()) == list(range(len(clusters)))
+    runs = np.flatnonzero(np.diff(clusters[order]) != 0)
+    assert len(runs) == len(set(clusters.tolist())) - 1  # each cluster's rows in one run
+    assert not np.array_equal(order, clustered_order(clusters, np.random.default_rng(1)))
+
+    from transformers import AutoTokenizer
+
+    docs = wiki[:64]
+    source = sentences_file(tmp_path / "part-00000.parquet", docs)
+    model = tiny_bert(tmp_path / "tiny-bert", [d["title"] + " " + d["text"] for d in docs])
+    tok = AutoTokenizer.from_pretrained(str(model))
+    config = DocumentPairConfig(str(source), batch_size=8, heldout_fraction=0.1, seed=3, sampling="clustered")
+    data = DocumentPairs(config, tok)
+    texts = document_texts(data.questions.titles, data.questions.sentences)
+    labels = cluster_documents(tmp_path, str(model), tok, texts, data.train_rows, 8, 32, seed=0)
+    assert (tmp_path / CLUSTERS_FILE).exists() and labels.max() + 1 == -(-len(data.train_rows) // 8)
+    assert (labels[data.heldout_rows] == -1).all() and (labels[data.train_rows] >= 0).all()
+    data.set_clusters(labels)
+    stream = DocumentStream(data)
+    spread = [len(set(labels[stream.next_batch()[1]["topics"].numpy()].tolist())) for _ in range(5)]
+    assert np.mean(spread) < 4  # random batches of 8 out of 7 clusters hold about 5
+    (tmp_path / "tiny-bert" / "model.safetensors").unlink()  # a resumed run reads its labels, embeds nothing
+    assert np.array_equal(cluster_documents(tmp_path, str(model), tok, texts, data.train_rows, 8, 32, 0), labels)
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        DocumentPairs(replace(config, sampling="topic-spread"), tok)
+
+
 def test_the_overlap_of_a_documents_run_counts_held_out_documents_not_a_shared_heading_or_sentence(tmp_path, wiki):
     """The documents recipe learns a document's title and sentences against its own body: a held-out section
     whose heading, or one sentence, also stands in a training section is not trained on; its body is."""
