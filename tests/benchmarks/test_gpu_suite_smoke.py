@@ -1,4 +1,4 @@
-"""`benchmarks/gpu_suite.py --smoke`: the GPU window's one command, end to end on the CPU on tiny sizes.
+"""`benchmarks/gpu_suite --smoke`: the GPU window's one command, end to end on the CPU on tiny sizes.
 
 Every part must have run (its checks all passed) or been skipped with a reason, every row likewise, every
 figure be a finite number or null (MFU without a known peak), and the command exit 0. About a minute on
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow  # a subprocess that trains five small things
 
 def test_gpu_suite_smoke_runs_every_part(tmp_path):
     require_shared(SHARED / "stackoverflow" / "train.tsv", SHARED / "stsb" / "stsb-en-train.csv")
-    cmd = [sys.executable, str(REPO / "benchmarks" / "gpu_suite.py"), "--smoke", "--out", str(tmp_path)]
+    cmd = [sys.executable, str(REPO / "benchmarks" / "gpu_suite"), "--smoke", "--out", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     [result] = tmp_path.glob("gpu-suite-smoke-*.json")
@@ -56,7 +56,7 @@ def test_stage_fn_returns_the_reference_when_the_output_is_reused(tmp_path):
     saved = dict(os.environ)  # the suite sets Prefect and Hugging Face variables as it loads: not for later tests
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
-        from gpu_suite import stage_fn
+        from gpu_suite.harness import stage_fn
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
         os.environ.clear()
@@ -80,7 +80,7 @@ def test_tfcsg_from_the_base_model_alone_scores_it(tmp_path):
     random BERT in its place under --smoke) gets the whole part, its dev P@1 row, and a rerun command that
     keeps the option."""
     require_shared(SHARED / "stackoverflow" / "train.tsv")
-    cmd = [sys.executable, str(REPO / "benchmarks" / "gpu_suite.py"), "--smoke", "--out", str(tmp_path)]
+    cmd = [sys.executable, str(REPO / "benchmarks" / "gpu_suite"), "--smoke", "--out", str(tmp_path)]
     cmd += ["--parts", "tfcsg", "--tfcsg-starts", "mpnet"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

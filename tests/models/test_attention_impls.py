@@ -3,7 +3,7 @@
 The reference is transformers' own `T5ForConditionalGeneration` forward (`attention="eager"`, the
 default path); the candidates run our forward (models.gur.t5_forward) over the same weights. FlexAttention
 has no backward on the CPU in torch 2.13: on the CPU its forward is compared, its gradients on a GPU only.
-Tests marked `gpu` need CUDA (skipped without it); `benchmarks/gpu_suite.py` runs them with `-m gpu`.
+Tests marked `gpu` need CUDA (skipped without it); `benchmarks/gpu_suite` runs them with `-m gpu`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,188 @@
+"""The suite's command: the parts in order under their budgets, the watchdog, the results' files."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import gpu_suite
+from gpu_suite.harness import (
+    GPU,
+    SMOKE,
+    Clock,
+    Ctx,
+    OverBudget,
+    Part,
+    SkipPart,
+    environment,
+    free_memory,
+    markdown,
+    part_state,
+)
+from gpu_suite.part_sbert import part_sbert
+from gpu_suite.part_scratch import part_scratch
+from gpu_suite.part_tests import part_tests
+from gpu_suite.part_tfcsg import part_tfcsg
+from gpu_suite.part_throughput import part_throughput
+from gpu_suite.settings import PARTS, RESULTS, SHARED, START_MODELS, SUITE
+
+RUNNERS: dict[str, Callable[[Ctx, Clock, Part], None]] = {
+    "tests": part_tests,
+    "throughput": part_throughput,
+    "tfcsg": part_tfcsg,
+    "sbert": part_sbert,
+    "gur-scratch": part_scratch,
+}
+GRACE_S = 15.0  # past the whole budget, the watchdog stops the part that is running
+MIN_SHARE = 0.25  # a part starts only with at least this share of its own budget
+
+
+def run_parts(ctx: Ctx, names: list[str], run_clock: Clock, parts: list[Part], save: Callable[[], None]) -> None:
+    """Each part in order (appended to `parts`, saved after each) under its budget: its own, or more when the
+    parts before it left time unused, keeping MIN_SHARE of every later part's."""
+    budgets = {n: ctx.sizes.part_s[n] * ctx.args.budget_scale for n in names}
+    for i, name in enumerate(names):
+        later = names[i + 1 :]
+        left = run_clock.left()
+        budget = min(
+            max(budgets[name], left - sum(budgets[n] for n in later)),
+            left - sum(MIN_SHARE * budgets[n] for n in later),
+        )
+        part = Part(name, budget_s=round(budget, 1))
+        parts.append(part)
+        print(f"[{name}] budget {budget:.0f} s ({left:.0f} s left of the run)", flush=True)
+        if budget < MIN_SHARE * budgets[name]:
+            part.status = "skipped"
+            part.reason = f"{left:.0f} s left of the run: under {MIN_SHARE:.0%} of the part's {budgets[name]:.0f} s"
+            save()
+            continue
+        started = time.perf_counter()
+        try:
+            with part_state():
+                RUNNERS[name](ctx, Clock(budget), part)
+        except SkipPart as exc:
+            part.status, part.reason = "skipped", str(exc)
+        except OverBudget:
+            part.status, part.reason = "error", "stopped by the watchdog: the run passed its whole budget"
+        except Exception as exc:
+            part.status, part.reason = "error", f"{type(exc).__name__}: {exc}"[:1000]
+            part.traceback = traceback.format_exc()[-3000:]
+            print(traceback.format_exc(), file=sys.stderr, flush=True)
+        finally:
+            part.wall_s = round(time.perf_counter() - started, 1)
+            free_memory()
+        print(f"[{name}] {part.status} in {part.wall_s:.0f} s{': ' + part.reason if part.reason else ''}", flush=True)
+        save()
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=gpu_suite.__doc__.split("\n")[0])
+    p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS, help="parts to run (default: all)")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU, the same code path (< 3 min)")
+    p.add_argument("--out", default="", help="results folder (default: benchmarks/results/; --smoke: a temp folder)")
+    p.add_argument("--work", default="", help="data root and runs (default: /tmp/gur-gpu-suite; --smoke: OUT/work)")
+    p.add_argument("--budget-scale", type=float, default=1.0, help="multiply every time budget (a slower card: 2)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's; --smoke: 1)")
+    p.add_argument("--workers", type=int, default=None, help="data stage processes (default: all cores; --smoke: 1)")
+    p.add_argument("--stackoverflow", default=str(SHARED / "stackoverflow" / "train.tsv"), help="titles TSV")
+    p.add_argument("--stsb-train", default=str(SHARED / "stsb" / "stsb-en-train.csv"), help="STS-B train CSV")
+    p.add_argument("--stsb-dev", default=str(SHARED / "stsb" / "stsb-en-dev.csv"), help="STS-B dev CSV")
+    p.add_argument(
+        "--corpus",
+        default="auto",
+        help="GUR from scratch: a Sphinx HTML folder or a MediaWiki dump (default: python3-doc's HTML if installed "
+        "under /usr/share/doc/python3*/html, else the demo's Wikipedia sample)",
+    )
+    p.add_argument(
+        "--compiled-only",
+        action="store_true",
+        help="throughput: the torch.compile rows only (the first window measured the others: docs/gpu.md)",
+    )
+    p.add_argument(
+        "--mpnet", default="auto", help="all-mpnet-base-v2 folder (default: from `./run.sh mpnet`'s wheels)"
+    )
+    p.add_argument(
+        "--tfcsg-starts",
+        nargs="+",
+        default=list(START_MODELS),
+        choices=START_MODELS,
+        help="tfcsg: the start encoders (default: both; `mpnet` alone gives it the whole part and its dev P@1)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.smoke:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before torch starts: the CPU, whatever this machine has
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if not cuda and not args.smoke and not args.out:
+        parser().error("no GPU here: --smoke runs the tiny sizes on the CPU; --out DIR runs the full sizes anyway")
+    out = Path(args.out or (tempfile.mkdtemp(prefix="gpu-suite-smoke-") if args.smoke else RESULTS)).resolve()
+    if args.smoke and out == RESULTS.resolve():
+        parser().error("--smoke writes to a temp folder or --out, never to benchmarks/results/")
+    args.threads = (1 if args.smoke else 0) if args.threads is None else args.threads
+    args.workers = (1 if args.smoke else 0) if args.workers is None else args.workers
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    sizes = SMOKE if args.smoke else GPU
+    work = Path(args.work or (out / "work" if args.smoke else Path(tempfile.gettempdir()) / "gur-gpu-suite"))
+    work.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = Ctx(args, sizes, torch.device("cuda" if cuda else "cpu"), work.resolve())
+    names = [n for n in PARTS if n in args.parts]
+    budget = sizes.budget_s * args.budget_scale
+    started, stamp = time.perf_counter(), datetime.now(UTC)
+    base = out / f"gpu-suite-{'smoke-' if args.smoke else ''}{stamp:%Y%m%dT%H%M%SZ}"
+    record: dict[str, Any] = {
+        "suite": SUITE,
+        "mode": "smoke" if args.smoke else "gpu",
+        "command": shlex.join(["python", SUITE, *(argv if argv is not None else sys.argv[1:])]),
+        "started": f"{stamp:%Y-%m-%d %H:%M:%S} UTC",
+        "budget_s": budget,
+        "environment": environment(cuda),
+        "work": str(work),
+    }
+    print(
+        f"gpu suite ({record['mode']}): {record['environment']['device']}; {budget:.0f} s; parts {names}", flush=True
+    )
+
+    parts: list[Part] = []
+
+    def save() -> None:
+        record["wall_s"] = round(time.perf_counter() - started, 1)
+        record["parts"] = [{**dataclasses.asdict(p), "passed": p.passed} for p in parts]
+        record["passed"] = all(p.passed is not False for p in parts)
+        base.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+        base.with_suffix(".md").write_text(markdown(record))
+
+    def watchdog(signum, frame):
+        raise OverBudget()
+
+    signal.signal(signal.SIGALRM, watchdog)
+    signal.setitimer(signal.ITIMER_REAL, budget + GRACE_S)
+    try:
+        run_parts(ctx, names, Clock(budget), parts, save)
+    except OverBudget:  # between two parts: what ran is recorded, the rest is not
+        names_left = [n for n in names if n not in {p.name for p in parts}]
+        parts.extend(Part(n, status="skipped", reason="the run passed its whole budget") for n in names_left)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    save()
+    print("\n" + markdown(record))
+    print(f"results: {base.with_suffix('.json')}\n         {base.with_suffix('.md')}")
+    return 0 if record["passed"] else 1
