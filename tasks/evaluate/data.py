@@ -238,24 +238,68 @@ def _paragraphs(markup: str, min_words: int) -> list[str]:
     return [line for line in lines if len(line.split()) >= min_words]
 
 
+class SectionRetrieval:
+    """A retrieval set built page by page: every paragraph of every page is a document; a held-out page queries
+    with its title (relevant: all its paragraphs) and with `"<title>: <heading>"` per section (relevant: the
+    section's paragraphs and its subsections'), reference-list sections and queries without a paragraph
+    skipped. `build_demo_retrieval` feeds it a dump's articles; the GPU suite (benchmarks/gpu_suite/) the
+    Python documentation's HTML pages."""
+
+    def __init__(self) -> None:
+        self.doc_ids: list[str] = []
+        self.docs: list[str] = []
+        self.query_ids: list[str] = []
+        self.queries: list[str] = []
+        self.relevant: list[set[int]] = []
+
+    def add(self, page: str, title: str, sections: list[tuple[int, str | None, list[str]]], held_out: bool) -> None:
+        """`sections`: (level, heading, paragraphs) in page order; the lead (the text before the first heading)
+        has heading None. Document ids are `<page>#p<n>`, query ids `<page>` and `<page>#s<section>`."""
+        section_rows: list[tuple[int, str | None, list[int]]] = []
+        first_row = len(self.docs)
+        for level, heading, paragraphs in sections:
+            rows = []
+            for paragraph in paragraphs:
+                rows.append(len(self.docs))
+                self.doc_ids.append(f"{page}#p{len(self.docs) - first_row}")
+                self.docs.append(paragraph)
+            section_rows.append((level, heading, rows))
+        if not held_out:
+            return
+        page_rows = {r for *_, rows in section_rows for r in rows}
+        if page_rows:
+            self._query(page, title, page_rows)
+        for s, (level, heading, rows) in enumerate(section_rows):
+            if not heading or heading.lower() in _SKIP_HEADINGS:
+                continue
+            owned = set(rows)
+            for sub_level, _, sub_rows in section_rows[s + 1 :]:
+                if sub_level <= level:
+                    break
+                owned.update(sub_rows)
+            if owned:
+                self._query(f"{page}#s{s}", f"{title}: {heading}", owned)
+
+    def _query(self, query_id: str, text: str, relevant: set[int]) -> None:
+        self.query_ids.append(query_id)
+        self.queries.append(text)
+        self.relevant.append(relevant)
+
+    def result(self, name: str) -> RetrievalSet:
+        return RetrievalSet(name, self.query_ids, self.queries, self.doc_ids, self.docs, self.relevant)
+
+
 def build_demo_retrieval(
     config: DemoRetrievalConfig = DemoRetrievalConfig(), path: Path | None = None
 ) -> RetrievalSet:
-    """Queries from held-out articles of the demo dump: the title (relevant: every paragraph of
-    the article) and each section heading as `"<title>: <heading>"` (relevant: the paragraphs of
-    that section and its subsections). Headings come from the raw markup, because
-    `clean_wikitext` strips them; reference-list sections and queries without a paragraph are skipped.
-    """
+    """Queries from held-out articles of the demo dump (`SectionRetrieval`'s rules). Headings come from the raw
+    markup, because `clean_wikitext` strips them."""
     from gensim.corpora.wikicorpus import extract_pages
 
     from tasks.ingest.readers import clean_wikitext, default_corpus
 
     path = _require(path or default_corpus())
-    doc_ids: list[str] = []
-    docs: list[str] = []
-    query_ids: list[str] = []
-    queries: list[str] = []
-    relevant: list[set[int]] = []
+    built = SectionRetrieval()
     articles = 0
     with bz2.open(path) if path.name.endswith(".bz2") else open(path, "rb") as stream:
         for title, markup, _ in extract_pages(stream, filter_namespaces=("0",)):
@@ -264,36 +308,13 @@ def build_demo_retrieval(
             articles += 1
             if config.max_articles and articles > config.max_articles:
                 break
-            held_out = is_held_out(title, config.held_out_percent)
-            section_rows: list[tuple[int, str | None, list[int]]] = []
-            first_row = len(docs)
-            for level, heading, body in _sections(markup):
-                rows = []
-                for paragraph in _paragraphs(body, config.min_words):
-                    rows.append(len(docs))
-                    doc_ids.append(f"{title}#p{len(docs) - first_row}")
-                    docs.append(paragraph)
-                section_rows.append((level, heading, rows))
-            if not held_out:
-                continue
-            article_rows = {r for *_, rows in section_rows for r in rows}
-            if article_rows:
-                query_ids.append(title)
-                queries.append(title)
-                relevant.append(article_rows)
-            for s, (level, heading, rows) in enumerate(section_rows):
-                if heading is None:
-                    continue
-                name = clean_wikitext(heading).strip()
-                if not name or name.lower() in _SKIP_HEADINGS:
-                    continue
-                owned = set(rows)
-                for sub_level, _, sub_rows in section_rows[s + 1 :]:
-                    if sub_level <= level:
-                        break
-                    owned.update(sub_rows)
-                if owned:
-                    query_ids.append(f"{title}#s{s}")
-                    queries.append(f"{title}: {name}")
-                    relevant.append(owned)
-    return RetrievalSet("demo-wiki-heldout", query_ids, queries, doc_ids, docs, relevant)
+            sections = [
+                (
+                    level,
+                    None if heading is None else clean_wikitext(heading).strip(),
+                    _paragraphs(body, config.min_words),
+                )
+                for level, heading, body in _sections(markup)
+            ]
+            built.add(title, title, sections, is_held_out(title, config.held_out_percent))
+    return built.result("demo-wiki-heldout")
