@@ -1,128 +1,69 @@
-"""GUR's corpus for the `gur-scratch` part and its held-out retrieval set: the Python documentation's Sphinx HTML
-pages as JSON Lines, the set by `build_demo_retrieval`'s rules, the pairs by build-pairs' four stages."""
+"""GUR's corpus for the `gur-scratch` part and its held-out retrieval set: the Python documentation's HTML pages
+read by the product's HTML reader (tasks/ingest/html_text.py), the set built by the product's section-retrieval
+rules (tasks/evaluate/data.py: `SectionRetrieval`), the pairs by build-pairs' four stages."""
 
 from __future__ import annotations
 
 import json
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 from gpu_suite.harness import Ctx, stage_fn
 from gpu_suite.settings import HELD_OUT_PERCENT
 
-
-class SphinxPage(HTMLParser):
-    """Headings and paragraphs of a Sphinx HTML page's main body (`div role="main"`): [level, heading, paragraphs]
-    per section, in page order; the permalink marks, scripts and styles left out."""
-
-    BLOCKS = ("h1", "h2", "h3", "h4", "h5", "h6", "p")
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.sections: list[tuple[int, str, list[str]]] = []
-        self.depth = 0  # div nesting inside the main body; 0: outside it
-        self.skip = 0
-        self.kind: str | None = None
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        values = dict(attrs)
-        if not self.depth:
-            self.depth = int(tag == "div" and values.get("role") == "main")
-        elif tag == "div":
-            self.depth += 1
-        elif tag in ("script", "style") or (tag == "a" and "headerlink" in (values.get("class") or "")):
-            self.skip += 1
-        elif tag in self.BLOCKS and self.kind is None:
-            self.kind, self.text = tag, []
-
-    def handle_endtag(self, tag: str) -> None:
-        if not self.depth:
-            return
-        if tag == "div":
-            self.depth -= 1
-        elif tag in ("script", "style", "a") and self.skip:
-            self.skip -= 1
-        elif tag == self.kind:
-            text = " ".join("".join(self.text).split())
-            if tag == "p" and text and self.sections:
-                self.sections[-1][2].append(text)
-            elif tag != "p" and text:
-                self.sections.append((int(tag[1]), text, []))
-            self.kind = None
-
-    def handle_data(self, data: str) -> None:
-        if self.kind and not self.skip:
-            self.text.append(data)
+SKIPPED_PAGES = ("genindex", "search.html", "py-modindex.html", "_", "whatsnew/changelog.html")
+MIN_WORDS = 20  # a paragraph shorter than this is no document of the retrieval set (as build_demo_retrieval)
 
 
-def read_page(path: Path) -> list[tuple[int, str, list[str]]]:
-    page = SphinxPage()
-    page.feed(path.read_text(encoding="utf-8", errors="replace"))
-    page.close()
-    return page.sections
+def read_page(path: Path) -> tuple[str | None, list[tuple[int, str | None, list[str]]]]:
+    """(title, sections) of one HTML page by the product's reader: (level, heading, paragraphs) per section, the
+    title's own section (the text under the h1) as the lead with no heading."""
+    from tasks.ingest.html_text import html_page
+
+    page = html_page(path.read_bytes())
+    sections = []
+    for i, section in enumerate(page.sections):
+        lead = i == 0 and section.level <= 1 and section.heading in (None, page.title)
+        paragraphs = [line for line in section.text.splitlines() if line.strip()]
+        sections.append((1 if lead else section.level, None if lead else section.heading, paragraphs))
+    return page.title, sections
 
 
-def python_doc_pages(folder: Path, limit: int, workers: int) -> list[tuple[str, list]]:
-    """(path, sections) of every page with a title (an h1 first), the first page of each title; the indexes,
-    the search page and the changelog (a 3 MB list of bug numbers) left out."""
+def python_doc_pages(folder: Path, limit: int, workers: int) -> list[tuple[str, str, list]]:
+    """(path, title, sections) of every page with a title, the first page of each title; the indexes, the search
+    page and the changelog (a 3 MB list of bug numbers) left out."""
     from concurrent.futures import ProcessPoolExecutor
 
-    skip = ("genindex", "search.html", "py-modindex.html", "_", "whatsnew/changelog.html")
-    files = [f for f in sorted(folder.rglob("*.html")) if not f.relative_to(folder).as_posix().startswith(skip)]
+    files = [
+        f for f in sorted(folder.rglob("*.html")) if not f.relative_to(folder).as_posix().startswith(SKIPPED_PAGES)
+    ]
     files = files[:limit] if limit else files
     if workers == 1:
-        sections = [read_page(f) for f in files]
+        read = [read_page(f) for f in files]
     else:
         with ProcessPoolExecutor(workers or None) as pool:
-            sections = list(pool.map(read_page, files, chunksize=8))
+            read = list(pool.map(read_page, files, chunksize=8))
     pages, titles = [], set()
-    for path, secs in zip(files, sections, strict=True):
-        if secs and secs[0][0] == 1 and secs[0][1] not in titles:
-            titles.add(secs[0][1])
-            pages.append((path.relative_to(folder).as_posix(), secs))
+    for path, (title, sections) in zip(files, read, strict=True):
+        if title and sections and title not in titles:
+            titles.add(title)
+            pages.append((path.relative_to(folder).as_posix(), title, sections))
     return pages
 
 
-def pages_retrieval(pages: list[tuple[str, list]], min_words: int = 20):
-    """`build_demo_retrieval`'s rules on Sphinx pages: the collection is every paragraph of `min_words`+ words of
-    every page; each held-out page (`is_held_out` on its title) queries with its title (relevant: all its
-    paragraphs) and with "title: heading" per section (relevant: the section's and its subsections')."""
-    from tasks.evaluate.data import _SKIP_HEADINGS, RetrievalSet, is_held_out
+def pages_retrieval(pages: list[tuple[str, str, list]]) -> Any:
+    """The held-out pages' queries (`is_held_out` on the title) against every paragraph of `MIN_WORDS` words or
+    more of every page: the product's `SectionRetrieval`, which `build_demo_retrieval` uses on a dump."""
+    from tasks.evaluate.data import SectionRetrieval, is_held_out
 
-    doc_ids, docs, query_ids, queries, relevant = [], [], [], [], []
-    for path, sections in pages:
-        title = sections[0][1]
-        rows_of = []
-        for level, heading, paragraphs in sections:
-            rows = []
-            for paragraph in paragraphs:
-                if len(paragraph.split()) >= min_words:
-                    rows.append(len(docs))
-                    doc_ids.append(f"{path}#p{len(docs)}")
-                    docs.append(paragraph)
-            rows_of.append((level, heading, rows))
-        if not is_held_out(title, HELD_OUT_PERCENT):
-            continue
-        everything = {r for *_, rows in rows_of for r in rows}
-        if everything:
-            query_ids.append(path)
-            queries.append(title)
-            relevant.append(everything)
-        for s, (level, heading, rows) in enumerate(rows_of[1:], start=1):
-            if heading.lower() in _SKIP_HEADINGS:
-                continue
-            owned = set(rows)
-            for sub_level, _, sub_rows in rows_of[s + 1 :]:
-                if sub_level <= level:
-                    break
-                owned.update(sub_rows)
-            if owned:
-                query_ids.append(f"{path}#s{s}")
-                queries.append(f"{title}: {heading}")
-                relevant.append(owned)
-    return RetrievalSet("python-docs-heldout", query_ids, queries, doc_ids, docs, relevant)
+    built = SectionRetrieval()
+    for path, title, sections in pages:
+        kept = [
+            (level, heading, [p for p in paragraphs if len(p.split()) >= MIN_WORDS])
+            for level, heading, paragraphs in sections
+        ]
+        built.add(path, title, kept, is_held_out(title, HELD_OUT_PERCENT))
+    return built.result("python-docs-heldout")
 
 
 def write_if_changed(path: Path, data: bytes) -> Path:
@@ -134,8 +75,8 @@ def write_if_changed(path: Path, data: bytes) -> Path:
 
 
 def domain_corpus(ctx: Ctx) -> tuple[str, Path, Any]:
-    """(name, corpus file for build-pairs, held-out retrieval set): the Python documentation (Sphinx HTML, as
-    Debian's python3-doc installs it) as JSON Lines of title + paragraphs, else a MediaWiki dump (default: the
+    """(name, corpus file for build-pairs, held-out retrieval set): the Python documentation (HTML, as Debian's
+    python3-doc installs it) as JSON Lines of a page's title + paragraphs, else a MediaWiki dump (default: the
     demo's Wikipedia sample) with `build_demo_retrieval`."""
     from tasks.evaluate.data import DemoRetrievalConfig, build_demo_retrieval
     from tasks.ingest.readers import default_corpus
@@ -150,8 +91,8 @@ def domain_corpus(ctx: Ctx) -> tuple[str, Path, Any]:
     if source.is_dir():
         pages = python_doc_pages(source, sz.corpus_pages, ctx.args.workers)
         lines = [
-            json.dumps({"id": path, "title": secs[0][1], "text": "\n\n".join(p for *_, ps in secs for p in ps)})
-            for path, secs in pages
+            json.dumps({"id": path, "title": title, "text": "\n\n".join(p for *_, ps in secs for p in ps)})
+            for path, title, secs in pages
         ]
         corpus = ctx.work / "corpus" / f"python-docs-{len(pages)}.jsonl"
         write_if_changed(corpus, ("\n".join(lines) + "\n").encode("utf-8"))
