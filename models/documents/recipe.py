@@ -51,15 +51,9 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
     eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
     counts = data.counts()
     if rank == 0:
-        print(
-            f"documents: {counts['train_documents']} to train on, {counts['train_rows']} pairs an epoch "
-            f"({counts['with_title']} with a title, "
-            f"{counts['with_ict']} with two sentences or more), {counts['heldout_rows']} held out "
-            f"({len(eval_batches)} batches of {cfg.eval_batch}), {counts['no_pair']} without a pair; queries cut to "
-            f"{max_len} tokens, passages to {passage_len}"
-            + (f" (the start model has {positions} positions)" if passage_len < cfg.passage_len else ""),
-            flush=True,
-        )
+        cut = f" (the start model has {positions} positions)" if passage_len < cfg.passage_len else ""
+        print(f"{describe(counts, len(eval_batches), cfg.eval_batch)}; queries cut to {max_len} tokens, passages "
+              f"to {passage_len}{cut}", flush=True)  # fmt: skip
 
     def export(trained, folder: Path) -> None:
         export_encoder(trained.encoder, tok, folder, pooling=cfg.pooling)
@@ -74,6 +68,16 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         export=export,
         find_unused=True,  # TFCSG's auto-encoder and LM head are not trained here
         info={"data": counts, "losses": ["kw"]},
+    )
+
+
+def describe(counts: dict[str, int], eval_batches: int, eval_batch: int) -> str:
+    """The run's first line about its data."""
+    return (
+        f"documents: {counts['train_documents']} to train on, {counts['train_rows']} pairs an epoch "
+        f"({counts['with_title']} with a title, {counts['with_ict']} with two sentences or more), "
+        f"{counts['heldout_rows']} held out ({eval_batches} batches of {eval_batch}), "
+        f"{counts['no_pair']} without a pair"
     )
 
 

@@ -87,6 +87,28 @@ def label_len(seq_len: int, ratio: float = MASK_RATIO) -> int:
     return (n + 7) // 8 * 8
 
 
+def crop_and_mask(
+    texts: list[str], tok: GurTokenizer, seq_len: int, rng: np.random.Generator | None, ratio: float
+) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+    """(input rows, span targets, clean rows) of `texts`: each cropped to `seq_len - 2` tokens at a random start
+    (the head without `rng`), then span-masked with `rng`; the draws in text order, crop before mask."""
+    body = seq_len - 2
+    rows: list[list[int]] = []
+    targets: list[list[int]] = []
+    clean: list[list[int]] = []
+    for ids in tok.encode_batch(texts):
+        if len(ids) > body:
+            start = int(rng.integers(0, len(ids) - body + 1)) if rng is not None else 0
+            ids = ids[start : start + body]
+        clean.append([tok.cls_id, *ids, tok.eos_id])
+        target: list[int] = []
+        if rng is not None:
+            ids, target = corrupt(ids, tok.sentinel_ids, tok.eos_id, rng, ratio)
+        rows.append([tok.cls_id, *ids, tok.eos_id])
+        targets.append(target)
+    return rows, targets, clean
+
+
 def collate(
     pairs: list[Pair],
     tok: GurTokenizer,
@@ -110,20 +132,7 @@ def collate(
     instead (`models.gur.packing`; no further random draws, so the batch holds what the padded one would).
     """
     texts = [p[1] for p in pairs] + [p[2] for p in pairs]
-    body = seq_len - 2
-    rows: list[list[int]] = []
-    targets: list[list[int]] = []
-    clean: list[list[int]] = []
-    for ids in tok.encode_batch(texts):
-        if len(ids) > body:
-            start = int(rng.integers(0, len(ids) - body + 1)) if rng is not None else 0
-            ids = ids[start : start + body]
-        clean.append([tok.cls_id, *ids, tok.eos_id])
-        target: list[int] = []
-        if rng is not None:
-            ids, target = corrupt(ids, tok.sentinel_ids, tok.eos_id, rng, ratio)
-        rows.append([tok.cls_id, *ids, tok.eos_id])
-        targets.append(target)
+    rows, targets, clean = crop_and_mask(texts, tok, seq_len, rng, ratio)
     if pack_len:
         batch, packed_rows = pack_encoder(rows, pack_len, tok.pad_id, fixed_shape)
         batch.update(pack_targets(targets, packed_rows))

@@ -49,15 +49,11 @@ def question_tokenizer(init_from: str, tok_dir: Path, rank: int, ddp: bool) -> A
     return AutoTokenizer.from_pretrained(str(tok_dir))
 
 
-def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
-    """TFCSG and SimCSE: a pretrained encoder on questions and their keyword sequences (models.tfcsg.model)."""
-    from models.tfcsg.model import TfcsgLoss, TfcsgModel
-    from models.tfcsg.question_data import QuestionConfig, QuestionData, QuestionStream
-    from models.training.export import export_encoder
+def question_config(cfg: TrainConfig, losses: tuple[str, ...]):
+    """The question data's settings from a run's config: keyword sequences only for the losses that read them."""
+    from models.tfcsg.question_data import QuestionConfig
 
-    losses = check_question_options(cfg)
-    tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
-    qcfg = QuestionConfig(
+    return QuestionConfig(
         source=cfg.questions,
         text_field=cfg.text_field,
         max_len=cfg.max_len,
@@ -70,17 +66,13 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         replay_source=cfg.replay_source,
         replay_ratio=cfg.replay_ratio,
     )
-    data = QuestionData(qcfg, tok)
-    torch.manual_seed(cfg.seed)  # the same auto-encoder and LM head on every rank
-    model = TfcsgModel(
-        cfg.init_from,
-        pooling=cfg.pooling,
-        ae_dim=cfg.ae_dim,
-        kl_activation=cfg.kl_activation,
-        dropout=cfg.dropout,
-        load_weights=load_weights,
-    )
-    loss = TfcsgLoss(
+
+
+def question_loss(model, cfg: TrainConfig):
+    """TFCSG's losses with the run's weights, temperature and negatives."""
+    from models.tfcsg.model import TfcsgLoss
+
+    return TfcsgLoss(
         model,
         cfg.losses,
         temperature=cfg.temperature,
@@ -93,6 +85,27 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         sim_anchor_weight=cfg.sim_anchor_weight,
         l2sp_weight=cfg.l2sp_weight,
     )
+
+
+def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
+    """TFCSG and SimCSE: a pretrained encoder on questions and their keyword sequences (models.tfcsg.model)."""
+    from models.tfcsg.model import TfcsgModel
+    from models.tfcsg.question_data import QuestionData, QuestionStream
+    from models.training.export import export_encoder
+
+    losses = check_question_options(cfg)
+    tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
+    data = QuestionData(question_config(cfg, losses), tok)
+    torch.manual_seed(cfg.seed)  # the same auto-encoder and LM head on every rank
+    model = TfcsgModel(
+        cfg.init_from,
+        pooling=cfg.pooling,
+        ae_dim=cfg.ae_dim,
+        kl_activation=cfg.kl_activation,
+        dropout=cfg.dropout,
+        load_weights=load_weights,
+    )
+    loss = question_loss(model, cfg)
     eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
     counts = data.counts()
     if rank == 0:

@@ -166,9 +166,14 @@ def _train_ranks(cfg: TrainConfig, ranks: Ranks) -> dict[str, Any]:
     else:
         torch.manual_seed(cfg.seed + ranks.rank)  # dropout differs per rank
     del ckpt
-    runner = loss_runner(recipe, cfg, ranks)
-    stop = stop_on_signals()
+    return run_steps(run, loss_runner(recipe, cfg, ranks), autocast)
 
+
+def run_steps(run: Run, runner: torch.nn.Module, autocast: Any) -> dict[str, Any]:
+    """The loop: steps until `max_steps`, the time budget or a signal, with the held-out row at step 0, a row
+    every `log_every` steps, evaluations and checkpoints as due; then `finish`."""
+    cfg, ranks, recipe, model = run.cfg, run.ranks, run.recipe, run.recipe.model
+    stop = stop_on_signals()
     if ranks.master and recipe.eval_batches and run.step == 0:  # where it starts: chance, or the init's skill
         row = {"step": 0, **evaluate(model, recipe.eval_batches, ranks.device, cfg, recipe.eval_pair)}
         run.metrics.append(row)

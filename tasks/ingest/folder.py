@@ -24,7 +24,7 @@ import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +230,57 @@ def reused_prefix(units: list[tuple[FileUnit, Path]], previous: Path | None) -> 
     return rows
 
 
+@dataclass
+class Assembly:
+    """An assembly in progress: where the next document and rejects shards go, and every document key so far."""
+
+    out_dir: Path
+    seen: SeenKeys = field(default_factory=SeenKeys)
+    index: int = 0
+    rejects_index: int = 0
+
+    def link_reused(self, previous: Path, row: dict[str, Any]) -> None:
+        """A leading file assembled the same way before: its shards linked from `previous`."""
+        for _ in range(row["doc_shards"]):
+            link_shard(previous, self.index, self.out_dir, self.index, fresh=True)
+            self.index += 1
+        for _ in range(row["reject_shards"]):
+            link_shard(previous, self.rejects_index, self.out_dir, self.rejects_index, "rejects", fresh=True)
+            self.rejects_index += 1
+
+    def merge(self, unit_dir: Path) -> tuple[dict[str, Any], np.ndarray, list, list]:
+        """One unit's shards: linked, or rewritten without the documents an earlier file holds. (its row's shard
+        counts, the keys it kept, the dropped documents' ids and locations)."""
+        kept_parts, duplicate_ids, duplicate_locations = [], [], []
+        doc_shards = finished_shards(unit_dir)
+        for shard in doc_shards:
+            keys = _keys(read_shard(shard, ["doc_id"]).column("doc_id").to_pylist())
+            new = self.seen.add_many(keys)  # ids within one unit are already unique
+            kept_parts.append(keys[new])
+            keep = new.tolist()
+            if all(keep):
+                link_shard(unit_dir, int(shard.stem.split("-")[1]), self.out_dir, self.index, fresh=True)
+            else:
+                table = read_shard(shard)
+                duplicates = table.filter(pc.invert(pa.array(keep)))
+                duplicate_ids += duplicates.column("doc_id").to_pylist()
+                duplicate_locations += duplicates.column("location").to_pylist()
+                write_shard(self.out_dir, self.index, table.filter(pa.array(keep)))
+            self.index += 1
+        reject_shards = finished_shards(unit_dir, "rejects")
+        for shard in reject_shards:
+            stem = int(shard.stem.split("-")[1])
+            link_shard(unit_dir, stem, self.out_dir, self.rejects_index, "rejects", fresh=True)
+            self.rejects_index += 1
+        kept = np.concatenate(kept_parts) if kept_parts else np.zeros(0, dtype=np.uint64)
+        return (
+            {"doc_shards": len(doc_shards), "reject_shards": len(reject_shards)},
+            kept,
+            duplicate_ids,
+            duplicate_locations,
+        )
+
+
 def assemble_folder(
     units: list[tuple[FileUnit, Path]], out_dir: Path, source: str, previous: Path | None = None
 ) -> dict[str, Any]:
@@ -243,50 +294,22 @@ def assemble_folder(
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-    seen = SeenKeys()
-    index = rejects_index = 0
+    done = Assembly(out_dir)
     duplicate_rows: dict[str, list] = {name: [] for name in REJECTS_SCHEMA.names}
     files, drops, assembly = [], {}, []
     prefix = reused_prefix(units, previous)
     if prefix:
-        seen.add_many(np.concatenate([row["keys"] for row in prefix]))
+        done.seen.add_many(np.concatenate([row["keys"] for row in prefix]))
     for position, (unit, unit_dir) in enumerate(units):
         if position < len(prefix):
             row = prefix[position]
             counts, dropped, kept = json.loads(row["counts"]), row["dropped"], row["keys"]
             duplicate_ids, duplicate_locations = row["duplicate_ids"], row["duplicate_locations"]
-            for _ in range(row["doc_shards"]):
-                link_shard(previous, index, out_dir, index, fresh=True)
-                index += 1
-            for _ in range(row["reject_shards"]):
-                link_shard(previous, rejects_index, out_dir, rejects_index, "rejects", fresh=True)
-                rejects_index += 1
+            done.link_reused(previous, row)
         else:
             counts = sum_shard_stats(unit_dir)  # documents, rejects, reject:<reason>
-            dropped, kept_parts, duplicate_ids, duplicate_locations = 0, [], [], []
-            doc_shards = finished_shards(unit_dir)
-            for shard in doc_shards:
-                keys = _keys(read_shard(shard, ["doc_id"]).column("doc_id").to_pylist())
-                new = seen.add_many(keys)  # ids within one unit are already unique
-                kept_parts.append(keys[new])
-                keep = new.tolist()
-                if all(keep):
-                    link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, index, fresh=True)
-                else:
-                    table = read_shard(shard)
-                    kept_rows = table.filter(pa.array(keep))
-                    duplicates = table.filter(pc.invert(pa.array(keep)))
-                    duplicate_ids += duplicates.column("doc_id").to_pylist()
-                    duplicate_locations += duplicates.column("location").to_pylist()
-                    dropped += table.num_rows - kept_rows.num_rows
-                    write_shard(out_dir, index, kept_rows)
-                index += 1
-            reject_shards = finished_shards(unit_dir, "rejects")
-            for shard in reject_shards:
-                link_shard(unit_dir, int(shard.stem.split("-")[1]), out_dir, rejects_index, "rejects", fresh=True)
-                rejects_index += 1
-            row = {"doc_shards": len(doc_shards), "reject_shards": len(reject_shards)}
-            kept = np.concatenate(kept_parts) if kept_parts else np.zeros(0, dtype=np.uint64)
+            row, kept, duplicate_ids, duplicate_locations = done.merge(unit_dir)
+            dropped = len(duplicate_ids)
         _duplicate_rejects(duplicate_ids, duplicate_locations, source, duplicate_rows)
         assembly.append(
             {
@@ -299,37 +322,40 @@ def assemble_folder(
                 "duplicate_locations": duplicate_locations,
             }
         )
-        # Rejects by reason, and what a page reader dropped without a reject (a WARC's non-page records).
-        reasons = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith(("reject:", "drop:"))}
-        if dropped:
-            reasons["duplicate_document"] = reasons.get("duplicate_document", 0) + dropped
-        for reason, n in reasons.items():
-            drops[reason] = drops.get(reason, 0) + n
-        documents, rejects = counts.get("documents", 0) - dropped, counts.get("rejects", 0) + dropped
-        files.append(
-            {
-                **unit.key(),
-                "unit": unit_dir.name,
-                "records": documents + rejects,
-                "documents": documents,
-                "rejects": rejects,
-                "duplicates_across_files": dropped,
-                **{k: counts[k] for k in PAGE_COUNTS if k in counts},  # page formats: pages and sections read
-            }
-        )
-    if duplicate_rows["reason"] or rejects_index == 0:
-        write_shard(out_dir, rejects_index, pa.Table.from_pydict(duplicate_rows, schema=REJECTS_SCHEMA), "rejects")
-    if index == 0:  # an empty folder still has a (empty) documents table
+        _count_drops(counts, dropped, drops)
+        files.append(_file_entry(unit, unit_dir.name, counts, dropped))
+    if duplicate_rows["reason"] or done.rejects_index == 0:
+        table = pa.Table.from_pydict(duplicate_rows, schema=REJECTS_SCHEMA)
+        write_shard(out_dir, done.rejects_index, table, "rejects")
+    if done.index == 0:  # an empty folder still has a (empty) documents table
         from tasks.ingest.documents import DOCUMENTS_SCHEMA
 
         write_shard(out_dir, 0, DOCUMENTS_SCHEMA.empty_table())
     _write_assembly(out_dir / ASSEMBLY, assembly)
-    totals = {
-        "records": sum(f["records"] for f in files),
-        "documents": sum(f["documents"] for f in files),
-        "rejects": sum(f["rejects"] for f in files),
-    }
+    totals = {k: sum(f[k] for f in files) for k in ("records", "documents", "rejects")}
     return {"totals": totals, "drops": dict(sorted(drops.items())), "files": files}
+
+
+def _count_drops(counts: dict[str, int], dropped: int, drops: dict[str, int]) -> None:
+    """Rejects by reason, and what a page reader dropped without a reject (a WARC's non-page records)."""
+    reasons = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith(("reject:", "drop:"))}
+    if dropped:
+        reasons["duplicate_document"] = reasons.get("duplicate_document", 0) + dropped
+    for reason, n in reasons.items():
+        drops[reason] = drops.get(reason, 0) + n
+
+
+def _file_entry(unit: FileUnit, unit_name: str, counts: dict[str, int], dropped: int) -> dict[str, Any]:
+    documents, rejects = counts.get("documents", 0) - dropped, counts.get("rejects", 0) + dropped
+    return {
+        **unit.key(),
+        "unit": unit_name,
+        "records": documents + rejects,
+        "documents": documents,
+        "rejects": rejects,
+        "duplicates_across_files": dropped,
+        **{k: counts[k] for k in PAGE_COUNTS if k in counts},  # page formats: pages and sections read
+    }
 
 
 def _write_assembly(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -160,6 +160,33 @@ def mine_on_dask(texts: pa.Table, config: KeywordsConfig, work: Path, address: s
     return kw, topics, stats, sweep
 
 
+def write_tables(
+    out: Path, kw: pa.Table, topics: pa.Table, sweep: list[dict], config: KeywordsConfig
+) -> tuple[Path | None, int]:
+    """The keywords, topics and topic_sweep tables, the sweep's plot, and the summary (logged and published):
+    (the plot or None, the rows that needed the fallback)."""
+    logger = current_logger(__name__)
+    for i in range(max(1, -(-kw.num_rows // ROWS_PER_SHARD))):
+        write_shard(out, i, kw.slice(i * ROWS_PER_SHARD, ROWS_PER_SHARD))
+    write_shard(out, 0, topics, table_name="topics")
+    sweep_table = pa.Table.from_pylist(sweep) if sweep else pa.table({"k": pa.array([], pa.int64())})
+    write_shard(out, 0, sweep_table, table_name="topic_sweep")
+    plot = None
+    if sweep:
+        plot = plot_sweep(sweep, out / "topic_sweep.png", config.coherence_metric)
+    fallback = pc.sum(kw.column("fallback")).as_py() or 0
+    summary = (
+        f"**keywords** {kw.num_rows} rows, {topics.num_rows} populated topics, "
+        f"{fallback} rows ({fallback / max(kw.num_rows, 1):.1%}) needed the fallback"
+    )
+    if sweep:
+        best = summarize_sweep(sweep, config.coherence_metric)[1]
+        summary += f"; K sweep picked K={best} by mean {config.coherence_metric}"
+    logger.info(summary.replace("**", ""))
+    publish_artifacts(topics, sweep, summary + (plot_markdown(plot) if plot else ""))
+    return plot, fallback
+
+
 @task(name="keywords", **STAGE_TASK)
 def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: str = RunOptions.dask) -> dict[str, str]:
     """Fit GSDMM (optionally sweeping K) and write `keywords`, `topics` and `topic_sweep` tables; with `dask`
@@ -190,24 +217,7 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: st
             stats.get("sweeps", 0),
             stats.get("moved_per_sweep", []),
         )
-    for i in range(max(1, -(-kw.num_rows // ROWS_PER_SHARD))):
-        write_shard(out, i, kw.slice(i * ROWS_PER_SHARD, ROWS_PER_SHARD))
-    write_shard(out, 0, topics, table_name="topics")
-    sweep_table = pa.Table.from_pylist(sweep) if sweep else pa.table({"k": pa.array([], pa.int64())})
-    write_shard(out, 0, sweep_table, table_name="topic_sweep")
-    plot = None
-    if sweep:
-        plot = plot_sweep(sweep, out / "topic_sweep.png", config.coherence_metric)
-    fallback = pc.sum(kw.column("fallback")).as_py() or 0
-    summary = (
-        f"**keywords** {kw.num_rows} rows, {topics.num_rows} populated topics, "
-        f"{fallback} rows ({fallback / max(kw.num_rows, 1):.1%}) needed the fallback"
-    )
-    if sweep:
-        best = summarize_sweep(sweep, config.coherence_metric)[1]
-        summary += f"; K sweep picked K={best} by mean {config.coherence_metric}"
-    logger.info(summary.replace("**", ""))
-    publish_artifacts(topics, sweep, summary + (plot_markdown(plot) if plot else ""))
+    plot, fallback = write_tables(out, kw, topics, sweep, config)
     sweep_temporaries(out)
     numbers = {k: v for k, v in stats.items() if isinstance(v, (int, float))}
     return stage.finish(

@@ -163,25 +163,14 @@ def _read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
-    """The split under `<root>/holdout/<fingerprint>/`, keyed by the corpus's path and the config; files whose
-    bytes did not change since the last call are not read again. Raises ValueError when the corpus is not
-    labelled and too small or too short for a label-free suite."""
-    from storage.atomic import atomic_write_json
+def update_mirror(
+    folder: Path, files: dict[str, CorpusFile], index: dict[str, dict], config: HoldoutConfig
+) -> tuple[list[str], list[str]]:
+    """Split again the files whose content (or reader) changed since `index` (updated in place) and drop those
+    that left the corpus: (changed, removed), by their path in the folder."""
     from tasks.ingest.folder import content_key, file_digest
 
-    corpus = Path(corpus).resolve()
-    if not corpus.exists():
-        raise FileNotFoundError(f"{corpus}: the corpus is not there")
-    files = {f.rel: f for f in _members(corpus)}
-    folder = (
-        Path(root)
-        / "holdout"
-        / fingerprint("holdout", HOLDOUT_CODE_VERSION, {"config": config, "corpus": str(corpus)})
-    )
     tmp = folder / TMP_DIR
-    index_path = folder / INDEX
-    index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.exists() else {}
     digests = {rel: content_key(file_digest(f.path), member_format(f, config)) for rel, f in files.items()}
     changed = sorted(rel for rel in files if (index.get(rel) or {}).get("digest") != digests[rel])
     for rel in changed:
@@ -204,6 +193,27 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
         for name in ("train", "parts", "rejects"):
             (folder / name / f"{rel}.jsonl").unlink(missing_ok=True)
         del index[rel]
+    return changed, removed
+
+
+def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
+    """The split under `<root>/holdout/<fingerprint>/`, keyed by the corpus's path and the config; files whose
+    bytes did not change since the last call are not read again. Raises ValueError when the corpus is not
+    labelled and too small or too short for a label-free suite."""
+    from storage.atomic import atomic_write_json
+
+    corpus = Path(corpus).resolve()
+    if not corpus.exists():
+        raise FileNotFoundError(f"{corpus}: the corpus is not there")
+    files = {f.rel: f for f in _members(corpus)}
+    folder = (
+        Path(root)
+        / "holdout"
+        / fingerprint("holdout", HOLDOUT_CODE_VERSION, {"config": config, "corpus": str(corpus)})
+    )
+    index_path = folder / INDEX
+    index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.exists() else {}
+    changed, removed = update_mirror(folder, files, index, config)
     with_records = [v for v in index.values() if v["train"] or v["holdout"]]
     kind = "labelled" if with_records and all(v["labelled"] for v in with_records) else "label-free"
     counts = {key: sum(v[key] for v in index.values()) for key in ("train", "holdout", "rejects")}

@@ -150,6 +150,29 @@ def unit_identity(family: Family, files: StsFiles, seed: int, preset: str, overr
     }
 
 
+def write_unit_files(folder: Path, rows: list[dict], result, golds: dict[str, np.ndarray], kind: str) -> None:
+    """A unit's metrics shard, its predictions against the gold scores, its training log and (LoRA) its adapter."""
+    write_shard(folder, 0, pa.Table.from_pylist(rows, schema=METRICS_SCHEMA))
+    with atomic_path(folder / "predictions.parquet") as tmp:
+        pq.write_table(
+            pa.table(
+                {
+                    "split": [s for s, p in result.predictions.items() for _ in p],
+                    "pair": [i for p in result.predictions.values() for i in range(len(p))],
+                    "prediction": np.concatenate(list(result.predictions.values())),
+                    "gold": np.concatenate([golds[s] for s in result.predictions]),
+                }
+            ),
+            tmp,
+        )
+    if result.log:
+        with atomic_path(folder / "train_log.parquet") as tmp:
+            pq.write_table(pa.Table.from_pylist(result.log), tmp)
+    if kind == "llm-lora":
+        with atomic_path(folder / "adapter") as tmp:
+            result.scorer.save_adapter(tmp)
+
+
 @task(name="sts-unit", **STAGE_TASK)
 def sts_unit(
     family: str, files: StsFiles, seed: int, preset: str, root: str, overrides: dict | None = None
@@ -186,25 +209,7 @@ def sts_unit(
         out.fingerprint,
         identity["model_fingerprint"] or "",
     )
-    write_shard(out.dir, 0, pa.Table.from_pylist(rows, schema=METRICS_SCHEMA))
-    with atomic_path(out.dir / "predictions.parquet") as tmp:
-        pq.write_table(
-            pa.table(
-                {
-                    "split": [s for s, p in result.predictions.items() for _ in p],
-                    "pair": [i for p in result.predictions.values() for i in range(len(p))],
-                    "prediction": np.concatenate(list(result.predictions.values())),
-                    "gold": np.concatenate([golds[s] for s in result.predictions]),
-                }
-            ),
-            tmp,
-        )
-    if result.log:
-        with atomic_path(out.dir / "train_log.parquet") as tmp:
-            pq.write_table(pa.Table.from_pylist(result.log), tmp)
-    if fam.kind == "llm-lora":
-        with atomic_path(out.dir / "adapter") as tmp:
-            result.scorer.save_adapter(tmp)
+    write_unit_files(out.dir, rows, result, golds, fam.kind)
     for row in rows:
         logger.info("  %s %s %s = %.4f", fam.label, row["dataset"], row["metric"], row["value"])
     return out.finish(
