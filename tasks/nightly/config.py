@@ -9,10 +9,10 @@
 
     [train]
     method = "auto"              # auto: the corpus's shape decides (tasks/nightly/recipe.py): short texts get
-                                 # tfcsg, documents with bodies get documents; or name one: tfcsg, documents
-                                 # (both warm-start from the model in use) or gur
+                                 # tfcsg, documents with bodies get documents; or name one: tfcsg, documents,
+                                 # gur (each warm-starts from the model in use; gur: GUR_NIGHT's 15 minutes)
     init_from = ""               # the first night's encoder ("" = the shipped MiniLM)
-    preset = "auto"              # tfcsg: paper / cpu / auto (= cpu, the measured one); gur: tiny / small
+    preset = "auto"              # tfcsg: paper / cpu / auto (= cpu, the measured one)
     steps = 0                    # 0: the preset's length
     options = {}                 # any TrainConfig field, e.g. {lr = 3e-5}
     replay = 0.0                 # tfcsg, > 0: train on the questions new since the champion's data plus a
