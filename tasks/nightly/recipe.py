@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # `method = "gur"` in a night: GUR's pairs and losses on the model in use (a bert2bert warm start), in the
-# start's pooling and at a fine-tune's rate, stopped after 15 minutes of training so the night stays a night
-# (GUR-Small from scratch is a `gur train` job for a GPU: docs/gpu.md). `[train] options` override each.
-GUR_NIGHT = {"pooling": "mean", "lr": 3e-5, "temperature": 0.05, "max_minutes": 15.0}
+# start's pooling and at a fine-tune's rate after 10 warm-up steps (on 2 cores about 150 steps fit), stopped
+# after 15 minutes of training so the night stays a night (GUR-Small from scratch is a `gur train` job for a
+# GPU: docs/gpu.md). `[train] options` override each.
+GUR_NIGHT = {"pooling": "mean", "lr": 3e-5, "temperature": 0.05, "warmup_steps": 10, "max_minutes": 15.0}
 BODY_WORDS = 30  # StackOverflow titles: 9 words on median, one sentence; a manual's section: 100 or more
 SAMPLE = 2000  # records read to decide (the first ones of the training side's files, in name order)
 
