@@ -24,6 +24,8 @@ Corpora (each built once into the workdir):
 - `man-pages`: the manual pages (`/usr/share/man/man1` to `man8`, without the Google Cloud SDK's generated
   pages), one document per section of a page (`.SH` / `.SS`), pages in a seeded order until 3,000
   sections; the page as the label;
+- `python-docs-html`: the same pages as the site serves them (`python3-doc`'s HTML), read by ingest's HTML
+  reader: one document per h1-h3 section, its page as the label (the `python-docs` night against its HTML);
 - `stackoverflow`: the 16,000 StackOverflow titles with their tags (../shared/data), a labelled question corpus.
 """
 
@@ -171,9 +173,30 @@ def build_corpus(name: str, work: Path) -> tuple[Path, dict[str, str], dict]:
             link.symlink_to(SHARED / "stackoverflow" / "train.tsv")  # a link: shared data is never copied
         return corpus, {"text_field": "title", "title_field": ""}, {"titles": 16000}
     if not done.exists():
-        counts = docs_corpus(PYTHON_DOCS, corpus) if name == "python-docs" else man_corpus(MAN, corpus)
+        if name == "python-docs-html":
+            counts = html_corpus(PYTHON_DOCS, corpus)
+        else:
+            counts = docs_corpus(PYTHON_DOCS, corpus) if name == "python-docs" else man_corpus(MAN, corpus)
         done.write_text(json.dumps(counts), encoding="utf-8")
     return corpus, {}, json.loads(done.read_text(encoding="utf-8"))
+
+
+def html_corpus(sources: Path, out: Path) -> dict[str, int]:
+    """The Python documentation's HTML pages as the site serves them (`html/<page>.html` of every page whose reST
+    source `html/_sources/<page>.rst.txt` the `python-docs` corpus reads), linked into `out` in their own layout:
+    a folder of pages for ingest's HTML reader (one document per section, the page as its label)."""
+    html = sources.parent
+    pages = 0
+    for source in sorted(sources.rglob("*.rst.txt")):
+        page = source.relative_to(sources).as_posix().removesuffix(".rst.txt")
+        target = html / f"{page}.html"
+        if target.is_file():
+            link = out / f"{page}.html"
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.exists():
+                link.symlink_to(target)  # a link: the installed documentation is never copied
+            pages += 1
+    return {"pages": pages}
 
 
 def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = "auto") -> dict:
@@ -252,7 +275,9 @@ def markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", required=True, help="keeps the corpora, the roots and their runs")
-    parser.add_argument("--corpora", default="python-docs,man-pages", help="python-docs, man-pages, stackoverflow")
+    parser.add_argument(
+        "--corpora", default="python-docs,man-pages", help="python-docs, python-docs-html, man-pages, stackoverflow"
+    )
     parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
     parser.add_argument("--out", default="", help="write the figures as JSON here")
     parser.add_argument(
