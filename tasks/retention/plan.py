@@ -317,14 +317,31 @@ def slim_records(outputs: dict[str, Output], config: RetentionConfig, result: Pl
 
 
 def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = None) -> Plan:
-    """`pending`: export -> decision of a candidate judged but not yet recorded (the night that runs gc)."""
+    """Mark and sweep: the roots (`build_roots`, `model_roots`, `derived_roots`, `in_use_roots`, `state_roots`:
+    what the config and the root's own records say is in use), every output they were made from (`mark`, through
+    each manifest's declared inputs), and the rest swept (`sweep`).
+    `pending`: export -> decision of a candidate judged but not yet recorded (the night that runs gc)."""
     root = Path(root)
     outputs = scan(root)
     result = Plan(trash=sorted((root / TRASH).iterdir()) if (root / TRASH).is_dir() else [])
-    roots: dict[str, str] = {}
-    # the newest builds of each corpus
-    priors: dict[str, str] = {}
     by_corpus = builds_by_corpus(outputs)
+    roots, priors = build_roots(by_corpus, config)
+    judged_runs = model_roots(root, outputs, config, pending or {}, roots)
+    derived_roots(outputs, config, roots)
+    in_use_roots(root, outputs, roots)
+    pending_builds, abandoned = unfinished_builds(outputs, by_corpus, config.keep_builds)
+    state_roots(outputs, pending_builds, abandoned, judged_runs, roots)
+    result.keep = mark(roots, outputs, priors)
+    sweep(outputs, result, abandoned, config)
+    slim_records(outputs, config, result)
+    held_out_splits(root, outputs, result)
+    return result
+
+
+def build_roots(by_corpus: dict[str, list[Output]], config: RetentionConfig) -> tuple[dict[str, str], dict[str, str]]:
+    """(the newest `keep_builds` builds of each corpus, the fits the keywords builds warm-started from)."""
+    roots: dict[str, str] = {}
+    priors: dict[str, str] = {}
     for key, builds in by_corpus.items():
         for rank, out in enumerate(builds[: config.keep_builds], 1):
             roots[out.path] = f"newest {out.stage} build #{rank} of {key.split(':', 1)[1]}"
@@ -334,11 +351,18 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
                 settings.add(setting)  # its fingerprint names its warm start: a rerun is a cache hit only with it
                 if prior := (out.manifest.get("convergence") or {}).get("warm_start_from"):
                     priors[f"keywords/{prior}"] = f"the fit {out.path} warm-started from"
-    # champions, runs the nightly never judged, the newest refused candidates
+    return roots, priors
+
+
+def model_roots(
+    root: Path, outputs: dict[str, Output], config: RetentionConfig, pending: dict[str, str], roots: dict[str, str]
+) -> set[str]:
+    """The champion window and the newest `keep_refused` refused candidates into `roots`; returns every training
+    run a night judged (a mixed candidate's unmixed run with it)."""
     kept_champions = champions(root, config.keep_champions)
     roots.update(kept_champions)
     judged = judged_candidates(root)
-    for export, decision in (pending or {}).items():
+    for export, decision in pending.items():
         if train := train_dir_of(export, root):
             judged.append((float("inf"), decision, train))
     judged_runs = {train for _, _, train in judged}
@@ -350,25 +374,31 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
     refused = [t for _, d, t in judged if d in ("refused", "failed") and t not in kept_champions and t not in promoted]
     for train in list(dict.fromkeys(refused[::-1]))[: config.keep_refused]:
         roots.setdefault(train, "a newest refused (or failed-on) candidate (keep_refused)")
+    return judged_runs
+
+
+def newest(outputs: dict[str, Output], stage: str) -> list[Output]:
+    """The complete outputs of `stage`, newest first."""
+    done = (o for o in outputs.values() if o.stage == stage and o.manifest)
+    return sorted(done, key=lambda o: o.manifest.get("finished_at", 0), reverse=True)
+
+
+def derived_roots(outputs: dict[str, Output], config: RetentionConfig, roots: dict[str, str]) -> None:
+    """The newest `keep_builds` outputs of each recomputable stage, and the newest prepared folder of each model."""
     for stage in DERIVED:
-        newest = sorted(
-            (o for o in outputs.values() if o.stage == stage and o.manifest),
-            key=lambda o: o.manifest.get("finished_at", 0),
-            reverse=True,
-        )
-        for rank, out in enumerate(newest[: config.keep_builds], 1):
+        for rank, out in enumerate(newest(outputs, stage)[: config.keep_builds], 1):
             roots[out.path] = f"newest {stage} output #{rank}"
-    prepared = sorted(
-        (o for o in outputs.values() if o.stage == PREPARED and o.manifest),
-        key=lambda o: o.manifest.get("finished_at", 0),
-        reverse=True,
-    )
     models: set[str] = set()
-    for out in prepared:  # one folder per model: an upgraded package converts again, the older one is superseded
+    for out in newest(outputs, PREPARED):  # one folder per model: an upgraded package converts again
         name = str((out.manifest.get("config") or {}).get("name", out.fingerprint))
         if name not in models:
             models.add(name)
             roots[out.path] = f"the newest prepared {name} (the STS zoo's model folder)"
+
+
+def in_use_roots(root: Path, outputs: dict[str, Output], roots: dict[str, str]) -> None:
+    """What search and the catalog read now (the active embeddings, their model and index; `main`'s builds),
+    and what an interrupted training run reads when it resumes."""
     active = root / "embed" / "active.json"
     if active.exists() and (path := json.loads(active.read_text(encoding="utf-8")).get("path")) in outputs:
         roots[path] = "the embeddings the catalog's view reads (embed/active.json)"
@@ -388,7 +418,13 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             for key, path in run_inputs(out.dir, root).items():
                 if path in outputs:
                     roots.setdefault(path, f"{key} of {out.path}, a run that resumes")
-    pending, abandoned = unfinished_builds(outputs, by_corpus, config.keep_builds)
+
+
+def state_roots(
+    outputs: dict[str, Output], pending: set[str], abandoned: set[str], judged_runs: set[str], roots: dict[str, str]
+) -> None:
+    """Outputs kept for what they are: damaged, in progress, part of an unfinished build, a run no night judged,
+    a record (evaluations and STS: their metrics are the history)."""
     for out in outputs.values():
         if out.problem:
             roots[out.path] = f"damaged, left for you to look at (gur verify): {out.problem}"
@@ -401,20 +437,30 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             roots.setdefault(out.path, "a training run the nightly never judged")
         elif out.stage not in (*DATA_STAGES, *DERIVED, "train", PREPARED):
             roots[out.path] = "evaluation record (metrics are history)"
-    # everything a kept output was made from
+
+
+def mark(roots: dict[str, str], outputs: dict[str, Output], priors: dict[str, str]) -> dict[str, str]:
+    """The roots and everything they were made from (each manifest's `upstream`, a folder's per-file units), with
+    why; a warm start's prior fit alone (what it was made from is not needed)."""
     stack = list(roots)
-    result.keep = dict(roots)
+    keep = dict(roots)
     while stack:
         current = outputs.get(stack.pop())
         if current is None:
             continue
         for up in depends_on(current):
-            if up not in result.keep and up in outputs:
-                result.keep[up] = f"input of {current.path}"
+            if up not in keep and up in outputs:
+                keep[up] = f"input of {current.path}"
                 stack.append(up)
-    for prior, why in priors.items():  # that folder alone: what the prior was made from is not needed
+    for prior, why in priors.items():
         if prior in outputs:
-            result.keep.setdefault(prior, why)
+            keep.setdefault(prior, why)
+    return keep
+
+
+def sweep(outputs: dict[str, Output], result: Plan, abandoned: set[str], config: RetentionConfig) -> None:
+    """What is not marked: whole outputs deleted, training runs pruned to their records; kept runs lose their
+    checkpoints."""
     for out in outputs.values():
         if out.path in result.keep:
             if out.stage == "train" and out.manifest and (out.dir / "checkpoints").exists():
@@ -433,8 +479,10 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             result.delete[out.path] = "no kept output depends on it"
         elif out.stage == PREPARED and out.manifest:
             result.delete[out.path] = "superseded by a newer prepared folder of the same model"
-    slim_records(outputs, config, result)
-    # held-out splits: kept while a kept ingest reads their training side
+
+
+def held_out_splits(root: Path, outputs: dict[str, Output], result: Plan) -> None:
+    """Held-out splits: kept while a kept ingest reads their training side."""
     read = {
         Path(in_root(root, (o.manifest or {}).get("inputs", {}).get("path", "")))
         for path, o in outputs.items()
@@ -445,4 +493,3 @@ def plan(root: Path, config: RetentionConfig, pending: dict[str, str] | None = N
             result.keep[f"holdout/{split.name}"] = "the held-out split a kept build reads"
         else:
             result.delete[f"holdout/{split.name}"] = "no kept build reads it"
-    return result
