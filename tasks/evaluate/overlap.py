@@ -1,11 +1,12 @@
 """Did a model train on the texts it is scored on? The texts' fingerprint and their overlap with its training input.
 
 A model folder made by `train` is `<root>/train/<fingerprint>/export`; the run's manifest names its
-input (a `keywords`, `shuffle` or `split` output). Its texts (`text`, or the pair sides `a` and `b`;
-for a `split` output, the documents recipe's input, each document's body: its sentences joined) are
-compared with the evaluation's texts after `normalize`. A split output counts whole documents because
-that recipe learns a document's own title and sentences against its own body: a held-out section whose
-heading ("Examples") or one sentence also stands in another, training, section was not trained on.
+input (a `keywords`, `shuffle` or `split` output). Its texts (`text`; for a `split` output, the documents
+recipe's input, each document's body: its sentences joined; for a `shuffle` or `pair` output, GUR's pairs,
+the bodies of the documents of the `split` output they were mined from) are compared with the evaluation's
+texts after `normalize`. Those recipes count whole documents because they learn a document's own sentences
+(against its own body, or paired with another of its sentences): a held-out section whose heading
+("Examples") or one sentence also stands in another, training, section was not trained on.
 Other models (baselines, downloaded encoders, SimCSE on a plain file) have no known training input:
 their overlap is unknown (None).
 """
@@ -52,8 +53,29 @@ def training_input(model: str) -> tuple[str, list[Path]] | None:
     if not upstream:
         return None
     ref = upstream[0]
-    folder = export.parents[2] / ref["path"]  # <root>/train/<fp>/export -> <root>/<stage>/<fp>
+    root = export.parents[2]  # <root>/train/<fp>/export -> <root>
+    if ref.get("stage") in PAIR_STAGES:  # pairs of sentences: the documents they were mined from
+        ref = mined_from(root, ref) or ref
+    folder = root / ref["path"]
     return ref["path"], sorted(folder.rglob("part-*.parquet"))
+
+
+PAIR_STAGES = ("shuffle", "pair")
+
+
+def mined_from(root: Path, ref: dict[str, str]) -> dict[str, str] | None:
+    """The `split` output a pair or shuffle output's pairs were mined from (through its upstream), or None."""
+    for _ in range(len(PAIR_STAGES) + 1):
+        if ref.get("stage") == "split":
+            return ref
+        manifest_path = root / ref["path"] / MANIFEST
+        if not manifest_path.exists():
+            return None
+        upstream = json.loads(manifest_path.read_text(encoding="utf-8")).get("upstream") or []
+        if not upstream:
+            return None
+        ref = upstream[0]
+    return None
 
 
 SENTENCE_COLUMNS = ("doc_id", "sent_id", "is_title", "text")  # a split output: the sentences table

@@ -181,6 +181,37 @@ def test_title_first_gives_a_titled_document_its_title_pair_every_epoch_and_an_u
     assert DOCUMENT_PRESETS["cpu"]["pair_draw"] == "title-first" and DOCUMENT_PRESETS["cpu"]["passage_len"] == 256
 
 
+def test_the_overlap_of_a_gur_run_counts_the_documents_its_pairs_were_mined_from(tmp_path, wiki):
+    """GUR learns pairs of one document's sentences: the overlap reads the bodies of the documents of the split
+    its shuffle output was mined from (through the pair output), not the pair sentences."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tasks.evaluate.overlap import overlap
+
+    train = wiki[:40] + [{"id": "t", "title": "Examples", "text": wiki[45]["text"].split(". ")[0] + ". Other."}]
+    (tmp_path / "split" / "fp2").mkdir(parents=True)
+    sentences_file(tmp_path / "split" / "fp2" / "part-00000.parquet", train)
+    links = {"pair/fp3": "split/fp2", "shuffle/fp4": "pair/fp3"}
+    for path, up in links.items():
+        (tmp_path / path / "short").mkdir(parents=True)
+        stage = up.split("/")[0]
+        manifest = {"upstream": [{"stage": stage, "fingerprint": up.split("/")[1], "path": up}]}
+        (tmp_path / path / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    shared = wiki[45]["text"].split(". ")[0] + "."  # a sentence of a held-out section a training section has too
+    pq.write_table(
+        pa.table({"a": [shared], "b": ["Other."]}), tmp_path / "shuffle" / "fp4" / "short" / "part-0.parquet"
+    )
+    run = tmp_path / "train" / "fp" / "export"
+    run.mkdir(parents=True)
+    ref = {"stage": "shuffle", "fingerprint": "fp4", "path": "shuffle/fp4"}
+    (run.parent / "_manifest.json").write_text(json.dumps({"upstream": [ref]}), encoding="utf-8")
+    held = wiki[45:50]
+    found = overlap(str(run), [d["text"] for d in held] + ["Examples", shared])
+    assert found["training_input"] == "split/fp2" and found["overlap"] == 0
+    assert overlap(str(run), [d["text"] for d in held] + [wiki[3]["text"]])["overlap"] == 1  # a training body
+
+
 def test_spherical_kmeans_finds_separated_groups_and_is_a_fixed_point_of_its_own_assignment():
     from models.documents.clusters import spherical_kmeans
 
