@@ -50,7 +50,8 @@ written to `--out` or a temporary folder, never to benchmarks/results/. docs/gpu
 The package: `harness.py` (sizes, budgets, the part record, the product's training step, the results' table),
 one module per part (`part_tests.py`, `part_throughput.py`, `part_tfcsg.py`, `part_sbert.py`,
 `part_scratch.py`), `corpus.py` (GUR's corpus and its held-out retrieval set, read by the product's HTML
-reader and built by its section-retrieval rules) and `cli.py` (the command, the parts in order, the watchdog).
+reader and built by its section-retrieval rules), `options.py` (the command's options) and `cli.py` (the parts
+in order, the watchdog).
 Importing the package sets the offline and Prefect variables below before torch or transformers load, and puts
 the repository and `benchmarks/` on the path.
 """

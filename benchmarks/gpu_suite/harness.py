@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_suite import REPO
+from gpu_suite.options import parser
 from gpu_suite.settings import SUITE
 
 
@@ -189,8 +190,6 @@ class Ctx:
         words = ["python", SUITE, "--parts", part]
         if self.smoke:
             words.append("--smoke")
-        from gpu_suite.cli import parser
-
         defaults = vars(parser().parse_args([]))
         for key in ("stackoverflow", "stsb_train", "stsb_dev", "corpus", "mpnet"):
             if getattr(self.args, key) != defaults[key]:
