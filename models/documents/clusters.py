@@ -31,13 +31,14 @@ def embed_texts(init_from: str, tokenizer, texts: list[str], max_len: int, batch
     not turn on the last bits of a thread count's float sums."""
     from transformers import AutoModel
 
+    from models.gur.model import pool
+
     encoder = AutoModel.from_pretrained(init_from).eval()
     out = []
     for i in range(0, len(texts), batch):
         enc = tokenizer(texts[i : i + batch], padding=True, truncation=True, max_length=max_len, return_tensors="pt")
         hidden = encoder(**enc).last_hidden_state
-        mask = enc["attention_mask"].unsqueeze(-1).float()
-        vec = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1).clamp(min=1), dim=-1)
+        vec = torch.nn.functional.normalize(pool(hidden, enc["attention_mask"], "mean"), dim=-1)
         out.append(vec.numpy())
     return np.round(np.concatenate(out) if out else np.zeros((0, 1), np.float32), 4)
 

@@ -90,11 +90,18 @@ def plan_folder(folder: Path, config: IngestConfig) -> list[FileUnit]:
 def _unit(file: CorpusFile, config: IngestConfig) -> FileUnit:
     if file.hidden:
         return FileUnit(file.rel, str(file.path), "hidden", "none", True)
+    return FileUnit(file.rel, str(file.path), file_digest(file.path), member_format(file, config.reader.format), False)
+
+
+def member_format(file: CorpusFile, forced: str = "auto") -> str:
+    """The format a corpus file is read in: `none` for a hidden one, `unreadable` when it cannot be told (the
+    reader turns it into a reject naming the file)."""
+    if file.hidden:
+        return "none"
     try:
-        fmt = file_format(file.path, config.reader.format)
+        return file_format(file.path, forced)
     except (OSError, EOFError, ValueError, CorpusError):  # ValueError: Arrow's zstd errors
-        fmt = "unreadable"  # the reader turns it into a reject naming the file
-    return FileUnit(file.rel, str(file.path), file_digest(file.path), fmt, False)
+        return "unreadable"
 
 
 def unit_fingerprint(unit: FileUnit, config: IngestConfig, source: str) -> str:

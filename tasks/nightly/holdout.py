@@ -43,8 +43,8 @@ from pathlib import Path
 from storage.fingerprint import fingerprint
 from storage.layout import SPLIT_SOURCE, TMP_DIR, in_root
 from tasks.evaluate.overlap import normalize
-from tasks.ingest.readers import CorpusFile, corpus_files, file_format, read_member
-from tasks.ingest.records import CorpusError, LabelledReaderConfig, ReaderConfig, Record
+from tasks.ingest.readers import CorpusFile, corpus_files, read_member
+from tasks.ingest.records import LabelledReaderConfig, ReaderConfig, Record
 from tasks.nightly.config import ICT_TASK, LABELLED, PAIR_TASK, TITLE_TASK, NightlyConfig
 
 HOLDOUT_CODE_VERSION = "holdout-v2"  # v2: ingest's readers for every format; label-free suites
@@ -110,16 +110,6 @@ def _members(corpus: Path) -> list[CorpusFile]:
     return [CorpusFile(corpus, corpus.name, False)] if corpus.is_file() else corpus_files(corpus)
 
 
-def member_format(file: CorpusFile, config: HoldoutConfig) -> str:
-    """The format a member is read in ("" when it cannot be told: the reader rejects it)."""
-    if file.hidden:
-        return ""
-    try:
-        return file_format(file.path, config.reader().format)
-    except (OSError, EOFError, ValueError, CorpusError):
-        return ""
-
-
 def _row(record: Record) -> dict:
     return {"id": record.source_id, "title": record.title, "text": record.text}
 
@@ -168,10 +158,12 @@ def update_mirror(
 ) -> tuple[list[str], list[str]]:
     """Split again the files whose content (or reader) changed since `index` (updated in place) and drop those
     that left the corpus: (changed, removed), by their path in the folder."""
-    from tasks.ingest.folder import content_key, file_digest
+    from tasks.ingest.folder import content_key, file_digest, member_format
 
     tmp = folder / TMP_DIR
-    digests = {rel: content_key(file_digest(f.path), member_format(f, config)) for rel, f in files.items()}
+    digests = {
+        rel: content_key(file_digest(f.path), member_format(f, config.reader().format)) for rel, f in files.items()
+    }
     changed = sorted(rel for rel in files if (index.get(rel) or {}).get("digest") != digests[rel])
     for rel in changed:
         part = split_file(files[rel], config)
