@@ -13,7 +13,7 @@ from glob import glob as expand
 from glob import has_magic
 from pathlib import Path
 
-from storage.layout import MANIFEST
+from storage.layout import MANIFEST, recorded_path
 from storage.manifest_index import _all_globs, _globs, _manifest, _manifests, unsafe_tables
 
 log = logging.getLogger("storage.catalog")  # one logger for the catalog's modules
@@ -152,7 +152,7 @@ def find_builds(
                 kind=HEADS[stage],
                 schema=schema_name(name or "corpus", HEADS[stage], folder.name),
                 output=f"{stage}/{folder.name}",
-                source=head_source,
+                source=recorded_path(root, head_source),  # a held-out split's: recorded relative to the root
                 rows=int(manifest.get("rows", {}).get(HEAD_ROWS[stage], 0)),
                 finished_at=float(manifest.get("finished_at", 0.0)),
                 tables=tables,

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.atomic import atomic_path, atomic_write_json
-from storage.layout import MANIFEST, in_root
+from storage.layout import MANIFEST, record_path, recorded_path
 from storage.locks import file_lock
 
 PROMOTION_SCHEMA = pa.schema(
@@ -80,9 +80,18 @@ def models_dir(root: Path) -> Path:
     return Path(root) / "models"
 
 
+PATH_KEYS = ("export", "config")  # what a champion record names by path: relative to the root when under it
+
+
 def _here(root: Path, pointer: dict) -> dict:
-    """A champion record with its export where it is now: a moved root's records name the old place."""
-    return {**pointer, "export": in_root(root, pointer["export"])} if pointer.get("export") else pointer
+    """A champion record with its paths absolute, where they are now (a record names them relative to the root;
+    one written before records were relative names them where the root was then)."""
+    return {**pointer, **{k: recorded_path(root, pointer[k]) for k in PATH_KEYS if pointer.get(k)}}
+
+
+def _recorded(root: Path, pointer: dict) -> dict:
+    """A champion record as it is written: its paths under the root relative to it."""
+    return {**pointer, **{k: record_path(root, pointer[k]) for k in PATH_KEYS if pointer.get(k)}}
 
 
 def read_champion(root: Path) -> dict | None:
@@ -95,11 +104,11 @@ def record_start(root: Path, export: str, config: str = "") -> dict:
     (`models/start.json`). Written when it changes; `gur models`, `gur embed`, search and the page read it."""
     path = models_dir(root) / "start.json"
     current = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    if current.get("export") != export:
-        current = {"export": export, "config": config, "recorded_at": time.time()}
+    if recorded_path(root, current.get("export")) != export:
+        current = _recorded(root, {"export": export, "config": config, "recorded_at": time.time()})
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, current, fsync=True)
-    return current
+    return _here(root, current)
 
 
 def read_start(root: Path) -> dict | None:
@@ -123,7 +132,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def _point_at(root: Path, pointer: dict) -> None:
-    atomic_write_json(models_dir(root) / "champion.json", pointer, fsync=True)
+    atomic_write_json(models_dir(root) / "champion.json", _recorded(root, pointer), fsync=True)
     _fsync_dir(models_dir(root))
 
 
@@ -134,7 +143,7 @@ def _new_history_entry(root: Path, pointer: dict) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     number = max((int(p.stem) for p in folder.glob("[0-9]*.json")), default=0) + 1
     while True:
-        entry = {**pointer, "number": number, "promoted_at": time.time()}
+        entry = {**_recorded(root, pointer), "number": number, "promoted_at": time.time()}
         staged = folder / f".{number:06d}.{os.getpid()}.{time.time_ns()}.json"
         with open(staged, "w", encoding="utf-8") as f:
             f.write(json.dumps(entry, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
@@ -148,7 +157,7 @@ def _new_history_entry(root: Path, pointer: dict) -> dict:
         finally:
             staged.unlink()
         _fsync_dir(folder)
-        return entry
+        return _here(root, entry)
 
 
 def set_champion(root: Path, pointer: dict) -> dict:
@@ -163,7 +172,13 @@ def rolled_back(root: Path) -> dict[str, dict]:
     """export -> the rollback that took it back, for exports no night may promote again."""
     path = models_dir(root) / "rolled_back.json"
     marks = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    return {in_root(root, export): mark for export, mark in marks.items()}
+    return {recorded_path(root, export): mark for export, mark in marks.items()}
+
+
+def write_rolled_back(root: Path, marks: dict[str, dict]) -> None:
+    atomic_write_json(
+        models_dir(root) / "rolled_back.json", {record_path(root, k): v for k, v in marks.items()}, fsync=True
+    )
 
 
 def rollback(root: Path, require_model: bool = False) -> tuple[dict, dict]:
@@ -186,7 +201,7 @@ def rollback(root: Path, require_model: bool = False) -> tuple[dict, dict]:
             " `gur promote MODEL_FOLDER` makes another model the champion"
         )
     marks = {**rolled_back(root), current["export"]: {"number": current["number"], "at": time.time()}}
-    atomic_write_json(models_dir(root) / "rolled_back.json", marks, fsync=True)
+    write_rolled_back(root, marks)
     _point_at(root, restored)
     return current, restored
 
@@ -219,7 +234,7 @@ def promote_by_hand(root: Path, export: Path, reason: str = "", then: Callable[[
         pointer = set_champion(root, {"export": str(export), "method": "manual", "metrics": {}})
         marks = rolled_back(root)
         if marks.pop(str(export), None) is not None:
-            atomic_write_json(models_dir(root) / "rolled_back.json", marks, fsync=True)
+            write_rolled_back(root, marks)
         record_decision(
             root,
             {
@@ -256,6 +271,8 @@ def record_decision(root: Path, row: dict[str, Any]) -> Path:
     folder = models_dir(root) / "promotions"
     folder.mkdir(parents=True, exist_ok=True)
     full = {name: row.get(name) for name in PROMOTION_SCHEMA.names}
+    for key in ("candidate", "champion"):  # models under the root: relative to it, as every record
+        full[key] = record_path(root, full[key]) if full[key] else full[key]
     full["created_at"] = datetime.fromtimestamp(full["created_at"] or time.time(), tz=UTC)
     for key in ("candidate_metrics", "champion_metrics"):
         if not isinstance(full[key], str):

@@ -24,17 +24,33 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
 FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 
 
-def in_root(root: Path, recorded: str | os.PathLike | None) -> str:
-    """`recorded`, an absolute path a record of this root names (a champion's export, a held-out split, the model
-    an embedding used), as it is now: records name paths where the root was when they were written, so after the
-    root is moved (or copied) to `root` the path is mapped to `root` when the same `<folder>/<fingerprint>` is
-    here (same fingerprint, same content). Anything else is returned unchanged: a path already under `root`, a
-    model folder outside any root, an output this root does not hold."""
+def record_path(root: Path, path: str | os.PathLike | None) -> str:
+    """How a record of this root names `path`: relative to the root when the root holds it (a champion's export,
+    a held-out split, the model an embedding used), so a moved or copied root's records stay true; a path outside
+    the root (a corpus folder, a model promoted from elsewhere) stays absolute."""
+    if not path:
+        return str(path or "")
+    text = os.fspath(path)
+    base = os.fspath(root)
+    if text == base:
+        return "."
+    if text.startswith(base + os.sep):
+        return text[len(base) + 1 :]
+    return text
+
+
+def recorded_path(root: Path, recorded: str | os.PathLike | None) -> str:
+    """The absolute path a record of this root names, as it is now. A relative record is under the root. An
+    absolute one is outside it, or was written before records were relative (a root made by earlier versions):
+    such a path is mapped to `root` when the same `<folder>/<fingerprint>` is here (same fingerprint, same
+    content), so a root moved or copied since then keeps working. Anything else is returned unchanged."""
     if not recorded:
         return str(recorded or "")
     text = os.fspath(recorded)
     base = os.fspath(root)
-    if text == base or text.startswith(base + os.sep) or not os.path.isabs(text):
+    if not os.path.isabs(text):
+        return base if text == "." else os.path.join(base, text)
+    if text == base or text.startswith(base + os.sep):
         return text
     parts = Path(text).parts
     for i in range(len(parts) - 2, 0, -1):  # the innermost `<folder>/<fingerprint>` wins

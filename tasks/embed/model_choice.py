@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.champion import read_champion, read_start
-from storage.layout import MANIFEST, in_root
+from storage.layout import MANIFEST, recorded_path
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def start_model(root: Path, export: str) -> str:
         )
         if not init:
             return "minilm"
-        path, seen = Path(in_root(root, init)).resolve(), seen + 1  # recorded before a move: where it is now
+        path, seen = Path(recorded_path(root, init)).resolve(), seen + 1  # recorded before a move: where it is now
     from models.encoders import minilm_path
 
     if path == minilm_path().resolve():

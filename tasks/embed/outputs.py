@@ -19,21 +19,29 @@ from typing import Any
 
 from storage.atomic import atomic_write_json
 from storage.catalog_plan import POINTED
-from storage.layout import MANIFEST
+from storage.layout import MANIFEST, record_path, recorded_path
 
 STAGE = "embed"
 ACTIVE = POINTED["embeddings"]
 
 
+MODEL_PATHS = ("model_path", "spec")  # the model's folder: relative to the root when under it, as every record
+
+
 def set_active(root: Path, ref: dict[str, str], model: dict[str, Any]) -> dict[str, Any]:
     pointer = {"path": ref["path"], "fingerprint": ref["fingerprint"], **model}
-    atomic_write_json(root / ACTIVE, pointer, fsync=True)
+    recorded = {**pointer, **{k: record_path(root, pointer[k]) for k in MODEL_PATHS if pointer.get(k)}}
+    atomic_write_json(root / ACTIVE, recorded, fsync=True)
     return pointer
 
 
 def read_active(root: Path) -> dict[str, Any] | None:
+    """The pointer, its model's folder absolute (where it is now)."""
     path = root / ACTIVE
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if not path.exists():
+        return None
+    pointer = json.loads(path.read_text(encoding="utf-8"))
+    return {**pointer, **{k: recorded_path(root, pointer[k]) for k in MODEL_PATHS if pointer.get(k)}}
 
 
 def embed_manifests(root: Path) -> list[dict[str, Any]]:
@@ -100,13 +108,11 @@ def current_documents(root: Path) -> dict[str, str]:
 
 
 def _reads_training_side(root: Path, documents: dict[str, str]) -> bool:
-    from storage.layout import in_root
-
     try:
         read = json.loads((root / documents["path"] / MANIFEST).read_text(encoding="utf-8"))["inputs"]["path"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return Path(in_root(root, read)).resolve().is_relative_to((root / "holdout").resolve())
+    return Path(recorded_path(root, read)).resolve().is_relative_to((root / "holdout").resolve())
 
 
 def follow_champion(root: Path, embed: bool = False) -> str:

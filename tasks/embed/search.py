@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from models.encoders import word_tokens
-from storage.layout import MANIFEST, in_root
+from storage.layout import MANIFEST, recorded_path
 from storage.stage_output import ref_dir, stage_ref
 from tasks.embed.index import ExactIndex, HnswIndex, Vectors, open_index, read_vectors
 from tasks.embed.outputs import current_documents, documents_of, find_output, read_active
@@ -111,7 +111,7 @@ class DenseSearcher:
         self.root, self.manifest, self.index, self.vectors = root, manifest, index, vectors
         self.ref = stage_ref("embed", manifest["fingerprint"])
         self.documents = manifest["upstream"][0]
-        self.model_path = in_root(root, manifest["config"]["model_path"])  # a moved root's model: where it is now
+        self.model_path = recorded_path(root, manifest["config"]["model_path"])  # where it is now
         self.model_fp = manifest["config"]["model"]
 
     @classmethod

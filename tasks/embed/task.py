@@ -21,7 +21,7 @@ from typing import Any
 from prefect import task
 
 from storage.fingerprint import fingerprint
-from storage.layout import data_root
+from storage.layout import data_root, record_path
 from storage.progress import Progress, current_logger
 from storage.shards import finished_shards, sum_shard_stats
 from storage.stage_output import StageOutput, ref_dir, ref_manifest, stage_ref
@@ -71,8 +71,8 @@ def embed_stage(
     progress.close(embeddings=stats.get("embeddings", 0))
     ref = out.finish(
         code_version=EMBED_CODE_VERSION,
-        config={**config.key(), "model_path": config.model_path},
-        inputs={config.unit: upstream["path"], "model": config.model_path},
+        config={**config.key(), "model_path": record_path(out.root, config.model_path)},
+        inputs={config.unit: upstream["path"], "model": record_path(out.root, config.model_path)},
         upstream=[upstream],
         tables={TABLES[config.unit]: "part-*.parquet"},
         rows={config.unit: stats.get(config.unit, 0), "embeddings": stats.get("embeddings", 0)},

@@ -8,7 +8,7 @@ set: retrieval). Pure: the Prefect task in `tasks/evaluate/task.py` wraps `run_u
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +125,22 @@ def dataset_signature(spec: DatasetSpec) -> list[Any]:
     return [content_signature(p) if p.exists() else [str(p), "missing"] for p in dataset_files(spec)]
 
 
-def unit_identity(model: str, spec: DatasetSpec, config: SuiteConfig) -> dict[str, Any]:
-    """Everything that determines a unit's numbers, for its fingerprint."""
+def recorded_spec(root: Path, spec: DatasetSpec) -> DatasetSpec:
+    """`spec` as a record of the root names it: a held-out split's files relative to the root."""
+    from storage.layout import record_path
+
+    return replace(spec, path=record_path(root, spec.path))
+
+
+def unit_identity(model: str, spec: DatasetSpec, config: SuiteConfig, root: Path) -> dict[str, Any]:
+    """Everything that determines a unit's numbers, for its fingerprint; a model or a dataset under the root by
+    its path relative to the root (a moved root's evaluations are still its own)."""
+    from storage.layout import record_path
+
     return {
-        "model": model,
+        "model": record_path(root, model),
         "model_fingerprint": model_fingerprint(model),
-        "dataset": spec,
+        "dataset": recorded_spec(root, spec),
         "dataset_signature": dataset_signature(spec),
         "config": config.for_kind(spec.kind),
     }

@@ -42,14 +42,14 @@ def evaluate_unit(
     """Evaluate one model on one dataset (a missing data file gives "not run" rows, never zeros)."""
     # The identity hashes the model's weights and the data files: a model overwritten in place
     # or an edited data file is a new unit, never an old result.
-    identity = unit_identity(model, dataset, config)
+    identity = unit_identity(model, dataset, config, data_root(root))
     logger = current_logger(__name__)
     out = StageOutput.open(root, "eval-unit", fingerprint("eval-unit", EVAL_CODE_VERSION, identity), log=logger)
     if out.complete:
         return out.cached()
     logger.info("evaluate %s on %s -> %s", model, dataset.label, out.dir)
     result = run_unit(model, dataset, config, device)
-    rows = unit_rows(result, dataset, model, out.fingerprint, out.started_at)
+    rows = unit_rows(result, identity["dataset"], identity["model"], out.fingerprint, out.started_at)
     write_shard(out.dir, 0, pa.Table.from_pylist(rows, schema=METRICS_SCHEMA))
     per_query = query_table(result.values)
     if per_query.num_rows:
@@ -60,7 +60,7 @@ def evaluate_unit(
     return out.finish(
         code_version=EVAL_CODE_VERSION,
         config=identity["config"],
-        inputs={"model": model, "dataset": dataset, "files": identity["dataset_signature"]},
+        inputs={"model": identity["model"], "dataset": identity["dataset"], "files": identity["dataset_signature"]},
         upstream=[],
         tables={},
         rows={"metrics": len(rows)},

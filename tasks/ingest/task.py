@@ -13,7 +13,7 @@ from pathlib import Path
 from prefect import task
 
 from storage.fingerprint import canonical_json, file_signature, fingerprint
-from storage.layout import MANIFEST, in_root, stage_dir
+from storage.layout import MANIFEST, record_path, recorded_path, stage_dir
 from storage.progress import Progress, current_logger
 from storage.shards import sum_shard_stats
 from storage.stage_output import StageOutput
@@ -82,7 +82,7 @@ def ingest(input_path: str, config: IngestConfig, root: str, workers: int = 0) -
     return out.finish(
         code_version=INGEST_CODE_VERSION,
         config=config,
-        inputs={"path": str(input_path), **inputs},
+        inputs={"path": record_path(out.root, Path(input_path).resolve()), **inputs},
         upstream=[],
         tables=TABLES,
         rows={"documents": stats.get("documents", 0), "rejects": stats.get("rejects", 0)},
@@ -133,7 +133,12 @@ def ingest_folder(folder: Path, config: IngestConfig, root: str, workers: int, l
     return out.finish(
         code_version=FOLDER_CODE_VERSION,
         config=config,
-        inputs={"path": str(folder.resolve()), "name": folder.name, "source": source, "kind": "folder"},
+        inputs={
+            "path": record_path(out.root, folder.resolve()),
+            "name": folder.name,
+            "source": source,
+            "kind": "folder",
+        },
         upstream=[],
         tables=TABLES,
         rows={"documents": merged["totals"]["documents"], "rejects": merged["totals"]["rejects"]},
@@ -165,7 +170,9 @@ def previous_folder_build(root: Path, folder: str, fingerprint: str) -> dict | N
     best = None
     for out_dir, manifest in complete_manifests(root, "ingest").items():
         inputs = manifest.get("inputs") or {}
-        same = inputs.get("kind") == "folder" and in_root(root, inputs.get("path")) == folder  # a moved root's split
+        same = (
+            inputs.get("kind") == "folder" and recorded_path(root, inputs.get("path")) == folder
+        )  # a held-out split's
         if not same or manifest.get("fingerprint") == fingerprint:
             continue
         if best is None or manifest.get("finished_at", 0) > best[1].get("finished_at", 0):

@@ -15,7 +15,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from storage.fingerprint import fingerprint
-from storage.layout import TMP_DIR, data_root, in_root
+from storage.layout import TMP_DIR, data_root, record_path, recorded_path
 from storage.progress import current_logger
 from storage.shards import finished_shards, read_shard, sweep_temporaries, write_shard
 from storage.stage_output import StageOutput, ref_complete, ref_dir, ref_manifest
@@ -69,7 +69,7 @@ def prior_fit(root: Path, source: dict[str, str], config: KeywordsConfig, corpus
         upstream = (manifest.get("upstream") or [{}])[0]
         if manifest.get("settings_key") != key or upstream.get("fingerprint") == source["fingerprint"]:
             continue
-        if corpus is None or in_root(root, manifest.get("corpus")) != corpus:  # recorded before a move: as now
+        if corpus is None or recorded_path(root, manifest.get("corpus")) != corpus:  # recorded before a move: as now
             continue
         if best is None or manifest.get("finished_at", 0) > best.get("finished_at", 0):
             best = manifest
@@ -81,7 +81,7 @@ def corpus_path(root: Path, ref: dict[str, str]) -> str | None:
     while ref_complete(root, ref):
         manifest = ref_manifest(root, ref)
         if ref["stage"] == "ingest":
-            return in_root(root, (manifest.get("inputs") or {}).get("path")) or None
+            return recorded_path(root, (manifest.get("inputs") or {}).get("path")) or None
         if not manifest.get("upstream"):
             return None
         ref = manifest["upstream"][0]
@@ -236,7 +236,7 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: st
             "stats": numbers,
             "plot": "topic_sweep.png" if plot else None,
             "settings_key": settings_key(config),
-            "corpus": corpus,
+            "corpus": record_path(base, corpus),  # relative to the root when a held-out split's training side
             "convergence": {
                 "sweeps": stats.get("sweeps"),
                 "moved_per_sweep": stats.get("moved_per_sweep"),

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storage.fingerprint import fingerprint
-from storage.layout import SPLIT_SOURCE, TMP_DIR, in_root
+from storage.layout import SPLIT_SOURCE, TMP_DIR, record_path, recorded_path
 from tasks.evaluate.overlap import normalize
 from tasks.ingest.readers import CorpusFile, corpus_files, read_member
 from tasks.ingest.records import LabelledReaderConfig, ReaderConfig, Record
@@ -215,6 +215,8 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
     if changed or removed or built is None or built.get("kind") != kind:
         held = [row for rel in sorted(index) for row in _read_jsonl(folder / "parts" / f"{rel}.jsonl")]
         built = write_suite(folder, kind, held, config)
+        built = {**built, "stackoverflow": record_path(root, built["stackoverflow"])}
+        built["beir"] = [record_path(root, p) for p in built["beir"]]  # relative to the root, as every record
         atomic_write_json(folder / "_suite.json", built)
         atomic_write_json(index_path, index)
     (folder / "train").mkdir(parents=True, exist_ok=True)
@@ -227,8 +229,8 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
             f"or with two sentences or more ({MIN_QUERIES} needed for either label-free task; "
             f"{counts['title_queries']} and {counts['ict_queries']} found)"
         )
-    # `_suite.json` names the files where the root was when they were written: a moved root's, as they are now
-    suite = in_root(root, built["stackoverflow"]), tuple(in_root(root, p) for p in built["beir"])
+    # `_suite.json` names its files relative to the root (or, written by earlier versions, where the root was)
+    suite = recorded_path(root, built["stackoverflow"]), tuple(recorded_path(root, p) for p in built["beir"])
     return Split(train_path, kind, *suite, counts)
 
 

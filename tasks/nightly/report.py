@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.fingerprint import fingerprint
-from storage.layout import in_root
+from storage.layout import recorded_path
 from storage.progress import current_logger
 from storage.shards import read_shard
 from storage.stage_output import ref_complete, ref_dir, ref_manifest
@@ -30,7 +30,7 @@ def metrics_by_model(root: Path, metrics_ref: dict[str, str]) -> dict[str, dict[
     out: dict[str, dict[str, float]] = {}
     for row in rows:
         if row["status"] == "ok" and row["value"] is not None:
-            spec = in_root(root, row["model_spec"])  # an evaluation from before the root moved: as now
+            spec = recorded_path(root, row["model_spec"])  # an evaluation from before the root moved: as now
             out.setdefault(spec, {})[metric_key(row)] = float(row["value"])
     return out
 
@@ -52,7 +52,7 @@ def primary_evidence(
     found: dict[str, tuple[dict, dict[int, float]]] = {}
     for ref in units:
         manifest = ref_manifest(root, ref)
-        model = in_root(root, manifest["inputs"]["model"])  # a unit evaluated before the root moved
+        model = recorded_path(root, manifest["inputs"]["model"])  # a unit evaluated before the root moved
         if model not in (candidate, champion) or DatasetSpec(**manifest["inputs"]["dataset"]).label != dataset:
             continue
         values: dict[int, float] = {}

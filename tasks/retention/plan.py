@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage.layout import MANIFEST, in_root
+from storage.layout import MANIFEST, recorded_path
 
 DATA_STAGES = ("ingest-file", "ingest", "split", "pair", "shuffle", "keywords")
 DERIVED = ("embed", "embed-index", "bm25-index")  # recomputable from kept outputs: the newest and the one in use stay
@@ -125,11 +125,11 @@ def corpus_of(path: str, outputs: dict[str, Output], seen: frozenset = frozenset
     root = out.dir.parent.parent  # a held-out split's path, recorded before the root moved, is named as it is now
     if out.stage == "ingest":
         inputs = (out.manifest or {}).get("inputs") or {}
-        return in_root(root, inputs.get("path")) or str(inputs.get("name") or "?")
+        return recorded_path(root, inputs.get("path")) or str(inputs.get("name") or "?")
     for up in depends_on(out):
         if up.startswith(("ingest/", "split/", "pair/")) and up in outputs:
             return corpus_of(up, outputs, seen | {path})
-    return in_root(root, (out.manifest or {}).get("corpus")) or "?"  # keywords record it: a kept prior's inputs gone
+    return recorded_path(root, (out.manifest or {}).get("corpus")) or "?"  # keywords record it
 
 
 def last_touched(folder: Path) -> float:
@@ -169,7 +169,7 @@ def made_from(paths: list[str], outputs: dict[str, Output]) -> set[str]:
 def train_dir_of(export: str, root: Path) -> str | None:
     """`train/<fp>` of an export folder under this root (where it was when the root was elsewhere, too), else
     None."""
-    path = Path(in_root(root, export))
+    path = Path(recorded_path(root, export))
     try:
         rel = path.relative_to(root)
     except ValueError:
@@ -183,7 +183,7 @@ def output_of(path: str, root: Path) -> str | None:
     if not path or not Path(path).is_absolute():
         return None  # a relative path: relative to where the run started, which is not known here
     try:
-        parts = Path(in_root(root, path)).resolve().relative_to(Path(root).resolve()).parts
+        parts = Path(recorded_path(root, path)).resolve().relative_to(Path(root).resolve()).parts
     except ValueError:
         return None
     return f"{parts[0]}/{parts[1]}" if len(parts) >= 2 and parts[0] not in NOT_STAGES else None
@@ -227,7 +227,7 @@ def unfinished_builds(
     for out in outputs.values():
         inputs = (out.manifest or {}).get("inputs") or {}
         if out.stage == "ingest" and inputs.get("kind") == "folder":
-            path = in_root(out.dir.parent.parent, inputs.get("path"))
+            path = recorded_path(out.dir.parent.parent, inputs.get("path"))
             folders.setdefault(str(inputs.get("source")), set()).add(path)
     pending, abandoned = set(), set()
     for out in outputs.values():
@@ -484,7 +484,7 @@ def sweep(outputs: dict[str, Output], result: Plan, abandoned: set[str], config:
 def held_out_splits(root: Path, outputs: dict[str, Output], result: Plan) -> None:
     """Held-out splits: kept while a kept ingest reads their training side."""
     read = {
-        Path(in_root(root, (o.manifest or {}).get("inputs", {}).get("path", "")))
+        Path(recorded_path(root, (o.manifest or {}).get("inputs", {}).get("path", "")))
         for path, o in outputs.items()
         if o.stage == "ingest" and path in result.keep
     }

@@ -28,6 +28,7 @@ from prefect import task
 from models.training.presets import METHODS
 from storage.atomic import atomic_write_json, atomic_write_text
 from storage.fingerprint import content_signature, fingerprint
+from storage.layout import data_root
 from storage.progress import current_logger
 from storage.stage_output import StageOutput, ref_dir, ref_manifest, stage_ref
 from tasks.runtime.stage_cache import STAGE_TASK
@@ -67,6 +68,14 @@ def train_config(config: dict[str, Any], out_dir: str = "", shards: str = "", qu
     from models.training.config import TrainConfig
 
     return TrainConfig(out_dir=out_dir, shards=shards, questions=questions, **config)
+
+
+def as_recorded(root: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """`config` as the run's fingerprint and manifest name it: a start model under the root (a champion's export)
+    relative to the root, so a moved root's runs keep their fingerprints."""
+    from storage.layout import record_path
+
+    return {**config, "init_from": record_path(root, config["init_from"])} if config.get("init_from") else config
 
 
 def train_fingerprint(source: dict[str, str], config: dict[str, Any]) -> str:
@@ -203,7 +212,7 @@ def train_stage(
         raise ValueError(f"method {method!r} trains on {INPUT_STAGES.get(method)} outputs, not {source['stage']!r}")
     # Checkpoints are resume state, not output: neither listed in the manifest nor checked.
     logger = current_logger(__name__)
-    fp = train_fingerprint(source, config)
+    fp = train_fingerprint(source, as_recorded(data_root(root), config))
     stage = StageOutput.open(root, "train", fp, exclude=("checkpoints",), log=logger)
     if stage.complete:
         return stage.cached()
@@ -227,7 +236,7 @@ def train_stage(
     logger.info("train: done at step %s, held-out accuracy %s", summary["step"], summary.get("heldout_acc"))
     return stage.finish(
         code_version=TRAIN_CODE_VERSION,
-        config={k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS},
+        config=as_recorded(stage.root, {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS}),
         inputs={source["stage"]: source["path"]},
         upstream=upstream,
         tables={"train_metrics": "metrics.parquet"},
@@ -259,7 +268,7 @@ def mix_with_start(
         raise ValueError(f"interpolate must be within [0, 1], got {cfg.interpolate}")
     unmixed = {**config, "interpolate": 1.0}
     train_stage(source, unmixed, str(stage.root), nproc, labels)  # a reused run returns a Prefect state: not read
-    base = stage_ref("train", train_fingerprint(source, unmixed))
+    base = stage_ref("train", train_fingerprint(source, as_recorded(stage.root, unmixed)))
     base_dir = ref_dir(stage.root, base)
     current_logger(__name__).info(
         "train: mixing %s with its start %s at weight %g", base["path"], cfg.init_from, cfg.interpolate
@@ -279,7 +288,7 @@ def mix_with_start(
     )
     return stage.finish(
         code_version=TRAIN_CODE_VERSION,
-        config={k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS},
+        config=as_recorded(stage.root, {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS}),
         inputs={source["stage"]: source["path"], "unmixed": base["path"]},
         upstream=[r for r in (source, base) if r["stage"] != "file"],
         tables={},

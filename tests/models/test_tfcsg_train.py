@@ -162,7 +162,7 @@ def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
     ).fetchall()
     con.close()
     values = {spec: (value, detail) for spec, value, detail in rows}
-    trained, init = values[str(export)], values[str(model)]
+    trained, init = values[ref["path"] + "/export"], values[str(model)]  # a model under the root: relative to it
     assert trained[0] > init[0] and "OVERLAP" not in trained[1]
     assert Path(result["report"]).exists()
     seen = evaluate(

@@ -296,8 +296,11 @@ def mixed_folder(folder: Path, rows: list[dict]) -> Path:
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.slow
 def test_nights(nightly):
+    from datetime import UTC, datetime
+
     from flows.nightly_retrain import nightly_retrain
     from gur_cli import main as gur
+    from tests.helpers.flow_runs import task_runs_since
 
     root, base = nightly["root"], nightly["base"]
     good = write_config(base / "good.toml", nightly["corpus"], nightly["model"], lr=1e-3)
@@ -326,7 +329,8 @@ def test_nights(nightly):
     assert third["candidate_metrics"][PRIMARY] < third["champion_metrics"][PRIMARY]
     assert read_champion(root) == champion  # the pointer stays
     mixed = json.loads((Path(third["candidate"]).parent / "_manifest.json").read_text())
-    assert mixed["config"]["interpolate"] == 0.75 and mixed["config"]["init_from"] == champion["export"]
+    assert mixed["config"]["interpolate"] == 0.75  # trained from the champion, named relative to the root
+    assert str(root / mixed["config"]["init_from"]) == champion["export"]
     assert (root / mixed["unmixed"]["path"] / "summary.json").exists()  # the training ran in its own folder
 
     # a second run while one holds the data root is refused at once, naming the holder
@@ -355,15 +359,21 @@ def test_nights(nightly):
 
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.slow
-def test_a_root_moved_to_another_disk_keeps_its_champion_suite_catalog_search_and_retention(nightly, tmp_path, capsys):
-    """The records name absolute paths where the root was (the champion's export, the held-out suite, the catalog's
-    views, the models evaluated); a copy under another path, with the old place gone, reads them where they are
-    now. Run after `test_nights` its root holds a champion, a refused candidate and a rollback."""
+@pytest.mark.parametrize("records", ["relative", "absolute"])
+def test_a_root_moved_to_another_disk_keeps_its_champion_suite_catalog_search_and_retention(
+    nightly, tmp_path, capsys, records
+):
+    """A root's records name its contents relative to it (the champion's export, the held-out suite, the models
+    evaluated and embedded); a copy under another path, with the old place gone, reads them where they are now.
+    `absolute`: the records as earlier versions wrote them, every path where the root was (the catalog's views
+    always name absolute paths, rewritten on first read). Run after `test_nights` its root holds a champion, a
+    refused candidate and a rollback."""
     import shutil
 
     from flows.nightly_retrain import nightly_retrain
     from gur_cli import main as gur
     from tasks.retention.plan import RetentionConfig, plan
+    from tests.helpers.legacy_root import absolute_records
 
     root, base = nightly["root"], nightly["base"]
     if read_champion(root) is None:  # run alone
@@ -371,7 +381,14 @@ def test_a_root_moved_to_another_disk_keeps_its_champion_suite_catalog_search_an
         nightly_retrain(config_path=str(good), root=str(root))
     before = plan(root, RetentionConfig(keep_refused=0))
     moved = tmp_path / "disk2" / "data"
-    shutil.copytree(root, moved, symlinks=True)
+    if records == "absolute":
+        old = tmp_path / "disk1" / "data"
+        shutil.copytree(root, old, symlinks=True)
+        assert absolute_records(old) > 5
+        shutil.copytree(old, moved, symlinks=True)
+        shutil.rmtree(old)  # nothing may read the old place
+    else:
+        shutil.copytree(root, moved, symlinks=True)
     away = root.with_name("data-away")
     root.rename(away)  # nothing may read the old place
     try:
@@ -420,8 +437,9 @@ def test_a_night_that_fails_after_training_names_its_candidate_so_gc_can_free_it
     with pytest.raises(ValueError, match="corpus.jsonl:2: not JSON"):
         nightly_retrain(config_path=str(config), root=str(root))
     (row,) = pq.read_table(root / "models" / "promotions").to_pylist()
-    assert row["decision"] == "failed" and row["candidate"].endswith("/export") and Path(row["candidate"]).is_dir()
-    run = f"train/{Path(row['candidate']).parent.name}"
+    assert row["decision"] == "failed" and row["candidate"].endswith("/export") and (root / row["candidate"]).is_dir()
+    assert not Path(row["candidate"]).is_absolute()  # the root's records name its contents relative to it
+    run = str(Path(row["candidate"]).parent)
     assert "keep_refused" in plan(root, RetentionConfig(keep_refused=1)).keep[run]
     assert plan(root, RetentionConfig(keep_refused=0)).prune[run][0] == "export"
 

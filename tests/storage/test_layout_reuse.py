@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -63,25 +64,40 @@ def test_fingerprints_are_those_of_the_flat_layout_and_a_moved_root_is_all_cache
     }
 
 
-def test_a_recorded_path_is_read_where_the_moved_root_holds_it(tmp_path):
-    from storage.layout import in_root
+def test_a_record_names_a_path_under_its_root_relative_to_it_and_reads_it_back_where_the_root_is(tmp_path):
+    from storage.layout import record_path, recorded_path
+
+    root = tmp_path / "data"
+    export = f"{root}/train/0123456789abcdef/export"
+    assert record_path(root, export) == "train/0123456789abcdef/export"
+    assert record_path(root, Path(export)) == "train/0123456789abcdef/export"
+    assert record_path(root, root) == "."
+    for outside in ("/models/all-MiniLM-L6-v2", f"{root}-other/train/0123456789abcdef/export", "minilm", ""):
+        assert record_path(root, outside) == outside  # a model folder elsewhere, a sibling root, a name
+    moved = tmp_path / "disk2" / "data"
+    assert recorded_path(moved, record_path(root, export)) == f"{moved}/train/0123456789abcdef/export"
+    assert recorded_path(moved, ".") == str(moved)
+
+
+def test_an_absolute_record_from_before_records_were_relative_is_read_where_the_moved_root_holds_it(tmp_path):
+    from storage.layout import recorded_path
 
     root = tmp_path / "disk2" / "data"
     (root / "train" / "0123456789abcdef" / "export").mkdir(parents=True)
     (root / "holdout" / "fedcba9876543210").mkdir(parents=True)
     old = "/mnt/disk1/data"
-    assert in_root(root, f"{old}/train/0123456789abcdef/export") == f"{root}/train/0123456789abcdef/export"
+    assert recorded_path(root, f"{old}/train/0123456789abcdef/export") == f"{root}/train/0123456789abcdef/export"
     assert (
-        in_root(root, f"{old}/holdout/fedcba9876543210/holdout.tsv") == f"{root}/holdout/fedcba9876543210/holdout.tsv"
+        recorded_path(root, f"{old}/holdout/fedcba9876543210/holdout.tsv")
+        == f"{root}/holdout/fedcba9876543210/holdout.tsv"
     )
     for unchanged in (
         f"{old}/train/aaaaaaaaaaaaaaaa/export",  # an output this root does not hold (another root's: promoted by hand)
         "/models/all-MiniLM-L6-v2",  # a model folder outside any root
         f"{root}/train/0123456789abcdef/export",  # already here
-        "train/0123456789abcdef/export",  # relative: relative to where a run started, not known here
         "",
     ):
-        assert in_root(root, unchanged) == unchanged
+        assert recorded_path(root, unchanged) == unchanged
 
 
 def test_the_catalog_of_a_copied_root_is_rewritten_for_its_new_place_before_it_is_read(tmp_path):
