@@ -20,7 +20,7 @@ from tasks.ingest.task import ingest, require_documents
 from tasks.pair.candidates import PairConfig
 from tasks.pair.task import pair
 from tasks.runtime.artifacts import publish_build_artifacts
-from tasks.runtime.catalog import update_catalog
+from tasks.runtime.catalog import catalog_at_end
 from tasks.runtime.dask_cluster import dask_scheduler
 from tasks.runtime.parameters import config_values, takes
 from tasks.runtime.stage_cache import run_stage
@@ -73,7 +73,7 @@ def build_pairs(**params: Any) -> dict[str, dict[str, str]]:
             shards = shuffle_on_dask(pairs, configs.shuffle, base, address)
         else:
             shards = run_stage(shuffle, base, pairs=pairs, config=configs.shuffle)
-    update_catalog(str(base), [documents, sentences, pairs, shards])
+    catalog_at_end(str(base), [documents, sentences, pairs, shards])
     refs = {"documents": documents, "sentences": sentences, "pairs": pairs, "shards": shards}
     publish_build_artifacts(base, refs, since=started)
     return refs

@@ -20,7 +20,7 @@ from tasks.embed.model_choice import choose_model
 from tasks.embed.outputs import current_documents, set_active
 from tasks.embed.task import embed, embed_index
 from tasks.embed.vectors import EmbedConfig
-from tasks.runtime.catalog import update_catalog
+from tasks.runtime.catalog import catalog_at_end
 from tasks.runtime.stage_cache import run_stage
 
 
@@ -50,7 +50,7 @@ def embed_flow(
     if activate and unit == "documents":
         set_active(base, ref, {"model": chosen.fingerprint, "model_path": chosen.path, "spec": chosen.spec})
         run_stage(embed_index, base, embeddings=ref)
-    update_catalog(str(base), [ref])
+    catalog_at_end(str(base), [ref])
     return {"embeddings": ref, "model": chosen.path, "why": chosen.why, "note": run_note(base, ref, started)}
 
 

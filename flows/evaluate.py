@@ -14,7 +14,7 @@ from tasks.evaluate.models import BASELINES, model_fingerprint
 from tasks.evaluate.scoring import QuestionRetrievalConfig, RetrievalConfig, ZeroShotConfig
 from tasks.evaluate.suite import DatasetSpec, SuiteConfig, applicable
 from tasks.evaluate.task import evaluate_unit, publish_evaluation, write_metrics
-from tasks.runtime.catalog import update_catalog
+from tasks.runtime.catalog import catalog_at_end
 from tasks.runtime.dask_cluster import dask_scheduler, map_units
 from tasks.runtime.parameters import takes
 from tasks.runtime.stage_cache import run_stage
@@ -85,5 +85,5 @@ def evaluate(**params: Any) -> dict:
             units = [run_stage(evaluate_unit, base, **c) for c in calls]
     metrics = run_stage(write_metrics, base, units=units)
     report = publish_evaluation(metrics, str(base))
-    update_catalog(str(base), [metrics])
+    catalog_at_end(str(base), [metrics])
     return {"metrics": metrics, "units": units, "report": report}

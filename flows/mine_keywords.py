@@ -14,7 +14,7 @@ from tasks.ingest.documents import IngestConfig
 from tasks.ingest.readers import ReaderConfig, default_corpus
 from tasks.ingest.task import ingest, require_documents
 from tasks.keywords.task import keywords
-from tasks.runtime.catalog import update_catalog
+from tasks.runtime.catalog import catalog_at_end
 from tasks.runtime.dask_cluster import dask_scheduler
 from tasks.runtime.parameters import config_values, takes
 from tasks.runtime.stage_cache import run_stage
@@ -47,5 +47,5 @@ def mine_keywords(**params: Any) -> dict[str, str]:
         if p.unit == "sentences":
             table = run_stage(split, base, documents=table, config=SplitConfig(), workers=p.workers, dask=address)
         result = run_stage(keywords, base, source=table, config=config, dask=address)
-    update_catalog(str(base), [result])
+    catalog_at_end(str(base), [result])
     return result

@@ -39,7 +39,7 @@ from tasks.nightly.config import CONFIG_NAME, NightlyConfig, load_nightly_config
 from tasks.nightly.gate import judge, test_columns
 from tasks.nightly.holdout import gate_suite
 from tasks.nightly.report import decision_markdown, metrics_by_model, night_data, publish, training_settings
-from tasks.runtime.catalog import update_catalog
+from tasks.runtime.catalog import handed_up, update_catalog
 
 
 def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, str]:
@@ -127,15 +127,24 @@ class NightState:
 
 
 def nightly_steps(cfg: NightlyConfig, base: Path, name: str) -> dict[str, Any]:
-    """The night's work; an error on the way is a `failed` decision row (with the error), then raised."""
+    """The night's work; an error on the way is a `failed` decision row (with the error), then raised. The flows it
+    runs hand their outputs up (`handed_up`) instead of refreshing the catalog each: the night refreshes it before
+    its retention (which keeps what the catalog's `main` shows) and once its row is written."""
     state = NightState()
-    try:
-        return _night(cfg, base, name, state)
-    except Exception as exc:
-        row = {"decision": "failed", "reason": f"the night stopped: {type(exc).__name__}", "flow_run": name}
-        record_decision(base, {**row, **state.columns(), "error": f"{type(exc).__name__}: {exc}"[:2000]})
-        publish(decision_markdown("failed", f"{row['reason']}: {exc}", state.candidate, "", {}, []))
-        raise
+    with handed_up() as made:
+        try:
+            return _night(cfg, base, name, state, made)
+        except Exception as exc:
+            failed(base, name, state, exc)
+            update_catalog(str(base), made)  # what the flows that finished wrote, and the row
+            raise
+
+
+def failed(base: Path, name: str, state: NightState, exc: Exception) -> None:
+    """A stopped night's `failed` row and artifact."""
+    row = {"decision": "failed", "reason": f"the night stopped: {type(exc).__name__}", "flow_run": name}
+    record_decision(base, {**row, **state.columns(), "error": f"{type(exc).__name__}: {exc}"[:2000]})
+    publish(decision_markdown("failed", f"{row['reason']}: {exc}", state.candidate, "", {}, []))
 
 
 def train_candidate(
@@ -229,7 +238,7 @@ def embed_corpus(corpus: Any, base: Path, promoted: bool) -> str:
     return night_embeddings(base, documents, promoted=promoted)
 
 
-def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState) -> dict[str, Any]:
+def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState, made: list[dict[str, str]]) -> dict[str, Any]:
     started = time.time()
     corpus = cfg.corpus  # the user's folder, before the held-out split replaces it with its training side
     for note in cfg.notes:
@@ -245,7 +254,16 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState) -> dict
     settings = training_settings(cfg)
     if champion and champion.get("data") == data and champion.get("settings") == settings:
         return nothing_new(
-            cfg, base, name, state, corpus=corpus, champion=champion, data=data, night=night, started=started
+            cfg,
+            base,
+            name,
+            state,
+            corpus=corpus,
+            champion=champion,
+            data=data,
+            night=night,
+            started=started,
+            made=made,
         )
     ref, candidate, reference = train_candidate(cfg, base, data, champion)
     state.candidate = candidate
@@ -273,9 +291,11 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState) -> dict
         pointer = {"export": candidate, "train": ref, "data": data, "settings": settings, "method": cfg.train.method}
         set_champion(base, {**pointer, "metrics": metrics.get(candidate, {}), "config": cfg.source, "flow_run": name})
     row["embedded"] = embed_corpus(corpus, base, promoted=decision.promote)  # the view switches after a promotion
+    made += [data, ref, judged.metrics_ref]
+    update_catalog(str(base), made)  # before retention: `main` shows the night's build, as gc expects
     row.update(state.with_early_gc(retention(cfg, base, {candidate: verdict})))  # after embedding, as above
     record_decision(base, row)
-    update_catalog(str(base), [data, ref, judged.metrics_ref])
+    update_catalog(str(base), made)  # the row's `promotions` view (the first night's)
     names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))
     publish(decision_markdown(verdict, reason, candidate, reference, metrics, names, judged.test, night, row["gc"]))
     print(f"{verdict}: {reason}; {time.time() - started:.0f} s")
@@ -294,14 +314,17 @@ def nothing_new(
     data: dict,
     night: dict,
     started: float,
+    made: list[dict[str, str]],
 ) -> dict[str, Any]:
     """The row of a night whose corpus and settings are the champion's: no training; new files still embedded."""
     reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
     row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name, **night}
     row["embedded"] = embed_corpus(corpus, base, promoted=False)  # new files only: usually a cache hit
+    made.append(data)
+    update_catalog(str(base), made)  # before retention, as for a trained night
     row.update(state.with_early_gc(retention(cfg, base, {})))  # after embedding: its new output is kept
     record_decision(base, row)
-    update_catalog(str(base), [data])
+    update_catalog(str(base), made)
     publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, [], night=night, gc=row["gc"]))
     print(f"{reason}; {time.time() - started:.1f} s")
     return row

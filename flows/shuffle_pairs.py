@@ -12,7 +12,7 @@ from pathlib import Path
 from prefect import flow, unmapped
 
 from storage.layout import data_root
-from tasks.runtime.catalog import update_catalog
+from tasks.runtime.catalog import catalog_at_end
 from tasks.runtime.dask_cluster import wait_logging
 from tasks.shuffle.phases import ShuffleConfig
 from tasks.shuffle.task import partition_pairs, plan_shuffle, sort_pairs_partition, write_shards
@@ -33,7 +33,7 @@ def shuffle_pairs(
     wait_logging(parts, "shuffle: partitions sorted")
     ref = write_shards(plan, pairs, config, base)
     if catalog:
-        update_catalog(base, [pairs, ref])
+        catalog_at_end(base, [pairs, ref])
     return ref
 
 

@@ -9,7 +9,7 @@ from prefect import flow
 from flows.parameters import missing_sts_default, stsb_file
 from storage.builds_lock import holds_root
 from storage.layout import data_root
-from tasks.runtime.catalog import update_catalog
+from tasks.runtime.catalog import catalog_at_end
 from tasks.runtime.stage_cache import run_stage
 from tasks.sts.data import check_holdout
 from tasks.sts.families import CPU_TABLE, PAPER_TABLE, PRESETS, parse_family
@@ -79,5 +79,5 @@ def sts(
     ]
     report = run_stage(sts_report, base, units=units)
     path = publish_sts(report, str(base))
-    update_catalog(str(base), [report])
+    catalog_at_end(str(base), [report])
     return {"report": report, "units": units, "path": path}

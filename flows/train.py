@@ -12,7 +12,7 @@ from storage.builds_lock import holds_root
 from storage.layout import data_root
 from storage.stage_output import latest_ref, ref_complete
 from tasks.runtime.artifacts import publish_train_artifacts
-from tasks.runtime.catalog import update_catalog
+from tasks.runtime.catalog import catalog_at_end
 from tasks.runtime.stage_cache import run_stage
 from tasks.train.task import check_fingerprint, file_ref, train
 
@@ -115,6 +115,6 @@ def train_flow(
         source = shards or question_source(base, keywords, texts, method)
     labels = {"method": method, "variant": variant if method == "gur" else config["preset"]}
     ref = run_stage(train, base, source=source, config=config, nproc=nproc, labels=labels)
-    update_catalog(str(base), [r for r in (source, ref) if r["stage"] != "file"])
+    catalog_at_end(str(base), [r for r in (source, ref) if r["stage"] != "file"])
     publish_train_artifacts(base, ref, since=started)
     return ref

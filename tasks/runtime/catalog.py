@@ -1,7 +1,14 @@
-"""The `update-catalog` Prefect task: point the DuckDB views at the complete outputs, one schema per build."""
+"""The `update-catalog` Prefect task: point the DuckDB views at the complete outputs, one schema per build.
+
+A flow ends with `catalog_at_end`: run by itself it refreshes the catalog; called by another flow inside
+`handed_up()` (the night's data stages, training, evaluation and embedding) it hands its outputs to that flow,
+which refreshes the catalog once with all of them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from prefect import task
@@ -11,6 +18,29 @@ from storage.catalog import refresh_catalog
 from storage.layout import data_root
 from storage.progress import current_logger
 from storage.stage_output import ref_dir
+
+_HANDED_UP: ContextVar[list[dict[str, str]] | None] = ContextVar("gur_catalog_handed_up", default=None)
+
+
+@contextmanager
+def handed_up() -> Iterator[list[dict[str, str]]]:
+    """Within the block, flows that end hand their outputs up instead of refreshing the catalog: the list the
+    block's flow refreshes it with once (a Prefect subflow runs in its caller's context, so it sees the list)."""
+    made: list[dict[str, str]] = []
+    token = _HANDED_UP.set(made)
+    try:
+        yield made
+    finally:
+        _HANDED_UP.reset(token)
+
+
+def catalog_at_end(root: str, current: list[dict[str, str]]) -> None:
+    """The end of a flow: refresh the catalog with this run's outputs, or hand them to the calling flow."""
+    made = _HANDED_UP.get()
+    if made is None:
+        update_catalog(root, current)
+    else:
+        made.extend(ref for ref in current if ref not in made)
 
 
 @task(name="update-catalog", cache_policy=NO_CACHE)

@@ -22,3 +22,14 @@ def flow_artifacts(state) -> dict[str, object]:
         by_run = ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]))
         found = client.read_artifacts(artifact_filter=by_run)
     return {a.key: json.loads(a.data) if a.type == "table" and isinstance(a.data, str) else a.data for a in found}
+
+
+def task_runs_since(name: str, since) -> int:
+    """How many runs of the task `name` (named `<name>-<suffix>`) started at `since` (a datetime) or later, on the
+    test's Prefect server."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName, TaskRunFilterStartTime
+
+    found = TaskRunFilter(name=TaskRunFilterName(like_=name), start_time=TaskRunFilterStartTime(after_=since))
+    with get_client(sync_client=True) as client:
+        return len(client.read_task_runs(task_run_filter=found, limit=200))

@@ -305,8 +305,12 @@ def test_nights(nightly):
     root, base = nightly["root"], nightly["base"]
     good = write_config(base / "good.toml", nightly["corpus"], nightly["model"], lr=1e-3)
 
+    since = datetime.now(UTC)
     first = nightly_retrain(config_path=str(good), root=str(root))
     assert first["decision"] == "promoted", first["reason"]
+    # its flows (data stages, training, evaluation, embedding) hand their outputs up: the night refreshes the
+    # catalog before its retention and after its row, not once per flow
+    assert task_runs_since("update-catalog", since) == 2
     assert "against the initial model" in first["reason"]
     champion = read_champion(root)
     assert champion["export"] == first["candidate"] and champion["number"] == 1
