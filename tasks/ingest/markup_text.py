@@ -144,103 +144,117 @@ def rst_blocks(source: str) -> list[tuple[int, str]]:
     """(level, text) of each heading (levels in order of first use of each adornment style) and prose paragraph
     of a reST page. Dropped: comments, literal blocks (after `::`), code and machinery directives
     (`CODE_DIRECTIVES`), directive options, doctest blocks, table borders, field lists' markers."""
-    lines = source.expandtabs(8).splitlines()
-    styles: list[tuple[str, bool]] = []
-    blocks: list[tuple[int, str]] = []
-    paragraph: list[str] = []
-    skip_indent: int | None = None  # inside a block dropped whole: lines indented more than this
-    literal_after: int | None = None  # the paragraph just closed ended with `::`: its indent (code follows)
-    paragraph_indent = 0
+    return _RstReader(source.expandtabs(8).splitlines()).read()
 
-    def close() -> None:
-        nonlocal literal_after
-        if paragraph:
-            text = " ".join(paragraph)
-            literal_after = paragraph_indent if text.rstrip().endswith("::") else None
+
+class _RstReader:
+    """`rst_blocks`' walk over a page's lines: each step reads from one line and says which line is next."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.styles: list[tuple[str, bool]] = []
+        self.blocks: list[tuple[int, str]] = []
+        self.paragraph: list[str] = []
+        self.skip_indent: int | None = None  # inside a block dropped whole: lines indented more than this
+        self.literal_after: int | None = None  # the paragraph just closed ended with `::`: its indent (code follows)
+        self.paragraph_indent = 0
+
+    def read(self) -> list[tuple[int, str]]:
+        i = 0
+        while i < len(self.lines):
+            i = self.step(i)
+        self.close()
+        return self.blocks
+
+    def close(self) -> None:
+        """End the paragraph being read: a prose block unless it is only `::` or a doctest."""
+        if self.paragraph:
+            text = " ".join(self.paragraph)
+            self.literal_after = self.paragraph_indent if text.rstrip().endswith("::") else None
             prose = rst_inline(text)
             if prose and prose != "::" and not text.lstrip().startswith(">>>"):
-                blocks.append((0, prose))
-            paragraph.clear()
+                self.blocks.append((0, prose))
+            self.paragraph.clear()
 
-    i = 0
-    while i < len(lines):
-        line = lines[i]
+    def step(self, i: int) -> int:
+        line = self.lines[i]
         stripped = line.strip()
         indent = len(line) - len(line.lstrip())
-        if skip_indent is not None:
-            if not stripped or indent > skip_indent:
-                i += 1
-                continue
-            skip_indent = None
+        if self.skip_indent is not None:
+            if not stripped or indent > self.skip_indent:
+                return i + 1
+            self.skip_indent = None
         if not stripped:
-            close()
-            i += 1
-            continue
-        if literal_after is not None and not paragraph:
-            code = indent > literal_after  # the block after `para::`, indented more than it, is code
-            if code:
-                skip_indent, literal_after = literal_after, None
-                continue
-            literal_after = None
-        following = lines[i + 1] if i + 1 < len(lines) else ""
-        after = lines[i + 2] if i + 2 < len(lines) else ""
-        over = _adornment(line) and following.strip() and _adornment(after) and not paragraph
+            self.close()
+            return i + 1
+        if self.literal_after is not None and not self.paragraph:
+            if indent > self.literal_after:  # the block after `para::`, indented more than it, is code
+                self.skip_indent, self.literal_after = self.literal_after, None
+                return i  # read again: skipped
+            self.literal_after = None
+        heading = self.heading(i, line, stripped, indent)
+        if heading is not None:
+            return heading
+        directive = _DIRECTIVE.match(line)
+        if directive or stripped.startswith(".."):
+            return self.directive(i, directive, indent)
+        if _adornment(line) or stripped.startswith(("+-", "+=", "|")) or re.match(r"^[=\s]+$", stripped):
+            self.close()  # a transition or a table border
+            return i + 1
+        if not self.paragraph and re.match(r"^:[\w -]+:(\s|$)", stripped):
+            stripped = re.sub(r"^:[\w -]+:\s*", "", stripped)  # a field list: its value is text
+            if not stripped:
+                return i + 1
+        if not self.paragraph:
+            self.paragraph_indent = indent
+        self.paragraph.append(stripped)
+        return i + 1
+
+    def heading(self, i: int, line: str, stripped: str, indent: int) -> int | None:
+        """A heading (underlined, or over- and underlined) at line `i`: recorded, the next line returned."""
+        following = self.lines[i + 1] if i + 1 < len(self.lines) else ""
+        after = self.lines[i + 2] if i + 2 < len(self.lines) else ""
+        over = _adornment(line) and following.strip() and _adornment(after) and not self.paragraph
         under = (
-            not paragraph
+            not self.paragraph
             and indent == 0
             and not _adornment(line)
             and _adornment(following)
             and len(following.rstrip()) >= len(stripped)
         )
-        if over or under:
-            close()
-            style = ((line if over else following).strip()[0], bool(over))
-            if style not in styles:
-                styles.append(style)
-            level = styles.index(style) + 1
-            heading = rst_inline((following if over else line).strip())
-            blocks.append((level if level <= MAX_LEVEL else 0, heading))
-            i += 3 if over else 2
-            continue
-        directive = _DIRECTIVE.match(line)
-        if directive or stripped.startswith(".."):
-            close()
-            name = directive.group(1).split(":")[-1] if directive else ""
-            if not directive or name in CODE_DIRECTIVES:
-                skip_indent = indent  # a comment, a target, a footnote or a code directive: its body too
-            else:
-                # A prose directive: its body stays. An admonition's argument is prose too (a version
-                # directive's after its version); another's (a signature, its continuation lines, options) goes.
-                argument = directive.group(2).strip()
-                if name in VERSION_DIRECTIVES:
-                    argument = argument.partition(" ")[2]
-                i += 1
-                header = []
-                while i < len(lines) and lines[i].strip():
-                    header.append(lines[i].strip())
-                    i += 1
-                if name in ADMONITIONS or name in VERSION_DIRECTIVES:
-                    header = [h for h in header if not re.match(r"^:[\w -]+:", h)]
-                    paragraph_indent = indent + 1
-                    paragraph.extend(part for part in (argument, *header) if part)
-                continue
-            i += 1
-            continue
-        if _adornment(line) or stripped.startswith(("+-", "+=", "|")) or re.match(r"^[=\s]+$", stripped):
-            close()
-            i += 1
-            continue
-        if not paragraph and re.match(r"^:[\w -]+:(\s|$)", stripped):
-            stripped = re.sub(r"^:[\w -]+:\s*", "", stripped)  # a field list: its value is text
-            if not stripped:
-                i += 1
-                continue
-        if not paragraph:
-            paragraph_indent = indent
-        paragraph.append(stripped)
+        if not (over or under):
+            return None
+        self.close()
+        style = ((line if over else following).strip()[0], bool(over))
+        if style not in self.styles:
+            self.styles.append(style)
+        level = self.styles.index(style) + 1
+        heading = rst_inline((following if over else line).strip())
+        self.blocks.append((level if level <= MAX_LEVEL else 0, heading))
+        return i + 3 if over else i + 2
+
+    def directive(self, i: int, directive: re.Match | None, indent: int) -> int:
+        """A directive or a comment at line `i`: a prose directive's text is read, anything else skipped."""
+        self.close()
+        name = directive.group(1).split(":")[-1] if directive else ""
+        if not directive or name in CODE_DIRECTIVES:
+            self.skip_indent = indent  # a comment, a target, a footnote or a code directive: its body too
+            return i + 1
+        # A prose directive: its body stays. An admonition's argument is prose too (a version directive's after
+        # its version); another's (a signature, its continuation lines, options) goes.
+        argument = directive.group(2).strip()
+        if name in VERSION_DIRECTIVES:
+            argument = argument.partition(" ")[2]
         i += 1
-    close()
-    return blocks
+        header = []
+        while i < len(self.lines) and self.lines[i].strip():
+            header.append(self.lines[i].strip())
+            i += 1
+        if name in ADMONITIONS or name in VERSION_DIRECTIVES:
+            header = [h for h in header if not re.match(r"^:[\w -]+:", h)]
+            self.paragraph_indent = indent + 1
+            self.paragraph.extend(part for part in (argument, *header) if part)
+        return i
 
 
 def rst_page(source: str) -> tuple[str | None, list[Section]]:
