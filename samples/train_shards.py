@@ -91,48 +91,68 @@ def write_demo_shards(
     out = Path(out)
     rows: dict[str, list[dict]] = {"short": [], "long": []}
     for doc_id, title, sents in demo_documents()[:max_docs]:
-        titled = [(0, i + 1, title, s, "title") for i, s in enumerate(sents)] if title else []
-        pairs = (titled if min_lcs else titled[:1]) + [
-            (i + 1, j + 1, sents[i], sents[j], "content")
-            for i in range(len(sents))
-            for j in range(i + 1, min(i + 1 + window, len(sents)))
-        ]
-        kept = 0
-        for a_id, b_id, a, b, kind in pairs:
-            if max_pairs_per_doc is not None and kept >= max_pairs_per_doc:
-                break
-            lcs = longest_common_substring(a, b) if min_lcs else ""
-            if len(lcs) < min_lcs:
-                continue
-            kept += 1
-            bucket = "short" if max(len(a), len(b)) < short_chars else "long"
-            pair_id = hashlib.blake2b(f"{a}\t{b}".encode(), digest_size=8).hexdigest()
-            rows[bucket].append(
-                dict(
-                    pair_id=pair_id,
-                    doc_id=doc_id,
-                    a_sent_id=a_id,
-                    b_sent_id=b_id,
-                    a=a,
-                    b=b,
-                    kind=kind,
-                    lcs=lcs,
-                    lcs_len=len(lcs),
-                    lcs_weight=0,
-                    bucket=bucket,
-                    shuffle_key=_key(seed, pair_id),
-                )
-            )
-    counts = {}
-    for bucket, items in rows.items():
-        items.sort(key=lambda r: r["shuffle_key"])
-        (out / bucket).mkdir(parents=True, exist_ok=True)
-        per = -(-len(items) // shards_per_bucket) if items else 0
-        for k in range(shards_per_bucket if items else 0):
-            part = items[k * per : (k + 1) * per]
-            table = pa.Table.from_pylist(part, schema=SHARD_SCHEMA)
-            pq.write_table(table, out / bucket / f"part-{k:05d}.parquet", row_group_size=row_group_rows)
-        counts[bucket] = len(items)
+        for row in _document_pairs(doc_id, title, sents, max_pairs_per_doc, short_chars, min_lcs, window, seed):
+            rows[row["bucket"]].append(row)
+    counts = {
+        bucket: _write_bucket(out / bucket, items, shards_per_bucket, row_group_rows) for bucket, items in rows.items()
+    }
     manifest = {"stage": "shuffle", "rows": counts, "tables": {"shards": "*/part-*.parquet"}}
     (out / "_manifest.json").write_text(json.dumps(manifest, indent=2))
     return counts
+
+
+def _document_pairs(
+    doc_id: str,
+    title: str,
+    sents: tuple[str, ...],
+    max_pairs: int | None,
+    short_chars: int,
+    min_lcs: int,
+    window: int,
+    seed: int,
+) -> list[dict]:
+    """One document's pair rows: the title with its first sentence (with every sentence when `min_lcs`), each
+    sentence with the next `window`, those under `min_lcs` left out, at most `max_pairs`."""
+    titled = [(0, i + 1, title, s, "title") for i, s in enumerate(sents)] if title else []
+    pairs = (titled if min_lcs else titled[:1]) + [
+        (i + 1, j + 1, sents[i], sents[j], "content")
+        for i in range(len(sents))
+        for j in range(i + 1, min(i + 1 + window, len(sents)))
+    ]
+    found = []
+    for a_id, b_id, a, b, kind in pairs:
+        if max_pairs is not None and len(found) >= max_pairs:
+            break
+        lcs = longest_common_substring(a, b) if min_lcs else ""
+        if len(lcs) < min_lcs:
+            continue
+        bucket = "short" if max(len(a), len(b)) < short_chars else "long"
+        pair_id = hashlib.blake2b(f"{a}\t{b}".encode(), digest_size=8).hexdigest()
+        found.append(
+            dict(
+                pair_id=pair_id,
+                doc_id=doc_id,
+                a_sent_id=a_id,
+                b_sent_id=b_id,
+                a=a,
+                b=b,
+                kind=kind,
+                lcs=lcs,
+                lcs_len=len(lcs),
+                lcs_weight=0,
+                bucket=bucket,
+                shuffle_key=_key(seed, pair_id),
+            )
+        )
+    return found
+
+
+def _write_bucket(folder: Path, items: list[dict], shards: int, row_group_rows: int) -> int:
+    """A bucket's rows in shuffle-key order over `shards` files; returns how many."""
+    items.sort(key=lambda r: r["shuffle_key"])
+    folder.mkdir(parents=True, exist_ok=True)
+    per = -(-len(items) // shards) if items else 0
+    for k in range(shards if items else 0):
+        table = pa.Table.from_pylist(items[k * per : (k + 1) * per], schema=SHARD_SCHEMA)
+        pq.write_table(table, folder / f"part-{k:05d}.parquet", row_group_size=row_group_rows)
+    return len(items)
