@@ -10,34 +10,18 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from samples.pair_corpus import part_hashes, write_corpus  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
-from tests.helpers.slow_down import slow_down  # noqa: E402
+from tests.helpers.gur_subprocess import SLOW_PAIR_SHARDS, gur_env, tail
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 
 # 800 documents, 100 per shard: 8 shards in every map stage, about 4,000 pairs (several training shards).
 N_DOCS = 800
 OPTIONS = {"docs_per_shard": 100, "rows_per_shard": 400}
-
-
-# Each pair shard takes 0.4 s longer (the pair stage is ~0.3 s without it).
-SLOW_PAIR_SHARDS = slow_down("tasks.pair.shards", "pair_shard", 0.4)
-
-
-def gur_env(*paths: Path) -> dict[str, str]:
-    """Prefect runs ephemeral (its own server, a child of `gur`) under the tests' PREFECT_HOME."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), str(REPO)]), "PYTHONUNBUFFERED": "1"}
-    env.pop("PREFECT_API_URL", None)
-    return env
-
-
-def tail(log: Path) -> str:
-    return log.read_text(encoding="utf-8", errors="replace")[-3000:] if log.exists() else ""
 
 
 def test_gur_build_pairs_killed_mid_stage_resumes_to_the_same_bytes(tmp_path):

@@ -55,10 +55,9 @@ def test_build_pairs_publishes_a_stage_table_and_the_output_folders(tmp_path):
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_train_publishes_the_loss_curve_and_the_heldout_accuracy(tmp_path):
-    from test_train_flow import OPTIONS
-
     from flows.train import train_flow
     from samples.train_shards import write_demo_shards
+    from tests.helpers.train_shards import OPTIONS
 
     root = tmp_path / "home"
     write_demo_shards(root / "shuffle" / "demo", max_docs=30, max_pairs_per_doc=20, row_group_rows=64)

@@ -16,7 +16,8 @@ import pytest
 
 from tests.helpers.corpus_folder import docs, jsonl_bytes  # noqa: E402
 from samples.pair_corpus import part_hashes  # noqa: E402
-from test_cli_crash_resume import gur_env, slow_down, tail  # noqa: E402
+from tests.helpers.gur_subprocess import gur_env, tail
+from tests.helpers.slow_down import slow_down
 
 from tests.conftest import REPO  # noqa: E402
 

@@ -16,7 +16,7 @@ import pytest
 
 
 from samples.pair_corpus import part_hashes, write_corpus  # noqa: E402
-from test_cli_crash_resume import SLOW_PAIR_SHARDS  # noqa: E402
+from tests.helpers.gur_subprocess import SLOW_PAIR_SHARDS
 
 from tests.conftest import REPO, in_ci  # noqa: E402
 

@@ -213,7 +213,7 @@ def write_page(kind: str):
 
 def write_warc(path: Path) -> tuple[Path, dict, int, dict]:
     """The same HTML page at two URLs: its 4 sections twice (the second copy's all duplicates)."""
-    from test_ingest_formats import http, warc_record
+    from tests.helpers.warc_pdf import http, warc_record
 
     body = page_sections("html").encode()
     records = [warc_record("response", f"https://a.example/{n}", http("200 OK", "text/html", body), n) for n in (1, 2)]
@@ -223,7 +223,7 @@ def write_warc(path: Path) -> tuple[Path, dict, int, dict]:
 
 def write_pdf(path: Path) -> tuple[Path, dict, int, dict]:
     """An outline of two entries, one a page over MAX_DOC_BYTES: 2 records."""
-    from test_ingest_formats import TWO_PAGES, pdf_bytes, with_outline
+    from tests.helpers.warc_pdf import TWO_PAGES, pdf_bytes, with_outline
 
     path.write_bytes(with_outline(pdf_bytes([TWO_PAGES[0], "Big\n" + BIG]), [("Cache keys", 0), ("Big", 1)]))
     return path, {}, 2, {"too_large": 1}

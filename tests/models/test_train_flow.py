@@ -15,23 +15,9 @@ from samples.train_shards import write_demo_shards  # noqa: E402
 from storage.manifest import read_manifest  # noqa: E402
 from tasks.train.task import train_config, train_fingerprint  # noqa: E402
 from tests.conftest import task_states  # noqa: E402
+from tests.helpers.train_shards import OPTIONS
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
-
-OPTIONS = dict(
-    vocab_size=500,
-    tokenizer_sample=2000,
-    short_batch=4,
-    long_batch=4,
-    shuffle_buffer=64,
-    log_every=2,
-    eval_every=3,
-    eval_batch=4,
-    heldout_fraction=0.2,
-    ckpt_every=3,
-    warmup_steps=2,
-    threads=1,
-)
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from models.gur.pair_data import DataConfig, PairStream, heldout_pairs, is_heldo
 from models.gur.tokenizer import train_wordpiece  # noqa: E402
 from models.training.loop import TrainConfig, train  # noqa: E402
 from models.training.schedule import get_lr  # noqa: E402
-from samples.train_shards import write_demo_shards  # noqa: E402
 from tests.helpers.torchrun import run_two_ranks  # noqa: E402
+from tests.helpers.train_shards import make_shards, run_config
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 
@@ -33,31 +33,7 @@ COMPARED = ("step", "lr", "loss", "lm_loss", "cl_loss", "train_acc", "heldout_ac
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("shards")
-    write_demo_shards(out, max_docs=30, max_pairs_per_doc=20, row_group_rows=64)
-    return out
-
-
-def run_config(shards: Path, out: Path, **kw) -> TrainConfig:
-    base = dict(
-        out_dir=str(out),
-        shards=str(shards),
-        max_steps=8,
-        vocab_size=500,
-        tokenizer_sample=2000,
-        short_batch=4,
-        long_batch=4,
-        shuffle_buffer=64,
-        log_every=1,
-        eval_every=4,
-        eval_batch=4,
-        heldout_fraction=0.2,
-        ckpt_every=4,
-        warmup_steps=2,
-        lr=1e-3,
-        threads=1,
-    )
-    return TrainConfig(**{**base, **kw})
+    return make_shards(tmp_path_factory)
 
 
 def test_stream_batches_hold_distinct_documents_and_resume_exactly(shards):

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_nightly import mixed_folder, write_config  # noqa: E402
 
 from models.documents.pairs import DocumentPairConfig, DocumentPairs, DocumentStream, parse_kinds  # noqa: E402
 from samples.tiny_bert import tiny_bert, titles  # noqa: E402
 from samples.wiki_docs import wiki_documents, write_jsonl  # noqa: E402
 from tasks.nightly.recipe import choose_method, corpus_shape  # noqa: E402
+from tests.helpers.nightly_config import mixed_folder, write_config
 
 
 @pytest.fixture(scope="module")

@@ -19,10 +19,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import fresh_prefect_home  # noqa: E402
-from test_deployment_server import BIN, free_port, stop, wait_for  # noqa: E402
-from test_nightly import write_config  # noqa: E402
 
 from samples.tiny_bert import REPO, tiny_bert, titles  # noqa: E402
+from tests.helpers.nightly_config import write_config
+from tests.helpers.servers import BIN, free_port, stop, wait_for
 
 
 def api_get(url: str):

@@ -15,12 +15,18 @@ import time
 from pathlib import Path
 
 import pytest
-from test_build_pairs_flow import DOCS, task_states  # noqa: E402
-from test_train_loop import run_config, shards  # noqa: E402, F401 (the shards fixture)
 
-from gur_cli import main as gur_main  # noqa: E402
+from gur_cli import main as gur_main
+from tests.conftest import task_states
+from tests.helpers.flow_runs import DOCS
+from tests.helpers.train_shards import make_shards, run_config
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    return make_shards(tmp_path_factory)
 
 
 class Payload:
@@ -226,7 +232,7 @@ PARENT = textwrap.dedent(
 )
 
 
-def test_kill_9_of_gur_stops_the_trainer_with_a_checkpoint(shards, tmp_path):  # noqa: F811
+def test_kill_9_of_gur_stops_the_trainer_with_a_checkpoint(shards, tmp_path):
     from models.training.process import TrainerRunningError, lock_holder
     from tasks.train.task import run_training
 
@@ -267,7 +273,7 @@ def test_kill_9_of_gur_stops_the_trainer_with_a_checkpoint(shards, tmp_path):  #
             os.kill(pid, signal.SIGKILL)
 
 
-def test_a_slow_run_checkpoints_by_time_as_well_as_by_steps(shards, tmp_path):  # noqa: F811
+def test_a_slow_run_checkpoints_by_time_as_well_as_by_steps(shards, tmp_path):
     from models.training.loop import train
 
     cfg = run_config(shards, tmp_path / "run", max_steps=50, ckpt_every=1000, ckpt_every_s=1e-6, eval_every=0)
