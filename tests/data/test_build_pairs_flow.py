@@ -15,7 +15,6 @@ from tests.helpers.flow_runs import DOCS
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
-
 @pytest.fixture()
 def corpus(tmp_path):
     path = tmp_path / "docs.jsonl"

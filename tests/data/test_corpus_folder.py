@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -13,13 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-
-from tests.helpers.corpus_folder import docs, jsonl_bytes, write_mixed_folder  # noqa: E402
 from samples.pair_corpus import part_hashes  # noqa: E402
-
 from storage.manifest import read_manifest  # noqa: E402
 from tasks.ingest.documents import IngestConfig  # noqa: E402
 from tasks.ingest.readers import ReaderConfig  # noqa: E402
+from tests.helpers.corpus_folder import docs, jsonl_bytes, write_mixed_folder  # noqa: E402
 
 CONFIG = IngestConfig(ReaderConfig(), source_name="corpus")
 

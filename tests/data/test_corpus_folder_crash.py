@@ -9,17 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-
-from tests.helpers.corpus_folder import docs, jsonl_bytes  # noqa: E402
 from samples.pair_corpus import part_hashes  # noqa: E402
+from tests.conftest import REPO  # noqa: E402
+from tests.helpers.corpus_folder import docs, jsonl_bytes  # noqa: E402
 from tests.helpers.gur_subprocess import gur_env, tail
 from tests.helpers.slow_down import slow_down
-
-from tests.conftest import REPO  # noqa: E402
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 

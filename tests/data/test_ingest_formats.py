@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import gzip
 import shutil
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 
 from storage.fingerprint import canonical_json  # noqa: E402
 from storage.manifest import read_manifest  # noqa: E402

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.helpers.pair_reference import common_substring_reference
 
 from tasks.pair.automaton import (
     LETTERS,
@@ -26,6 +25,7 @@ from tasks.pair.automaton import (
     new_workspace,
     trim_zero_weight,
 )
+from tests.helpers.pair_reference import common_substring_reference
 
 ALPHABETS = {
     "english": "abcde fgh,.",

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.helpers.pair_reference import reference_qualifying, reference_select
 
 from tasks.pair.automaton import new_workspace
 from tasks.pair.candidates import (
@@ -22,6 +21,7 @@ from tasks.pair.candidates import (
     qualifying_pairs,
     select_pairs,
 )
+from tests.helpers.pair_reference import reference_qualifying, reference_select
 
 Doc = tuple[str, list[tuple[int, bool, str]]]
 

@@ -9,7 +9,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
-from tests.helpers.pair_reference import reference_select
 
 from tasks.pair.candidates import PairConfig, SentenceArrays
 from tasks.pair.table import (
@@ -21,6 +20,7 @@ from tasks.pair.table import (
     sentence_arrays,
     xxh64,
 )
+from tests.helpers.pair_reference import reference_select
 
 CONTRACT = ["pair_id", "doc_id", "a_sent_id", "b_sent_id", "a", "b", "kind", "lcs", "lcs_len", "lcs_weight", "bucket"]
 

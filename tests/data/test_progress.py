@@ -4,15 +4,12 @@ and a stage on one large shard that logs while it works (not only when the shard
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-
 from samples.pair_corpus import write_corpus  # noqa: E402
-
 from storage.progress import eta_seconds, format_duration, progress_line  # noqa: E402
 
 

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 
 from samples.pair_corpus import part_hashes, write_corpus  # noqa: E402
 
