@@ -291,16 +291,24 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState, made: l
         pointer = {"export": candidate, "train": ref, "data": data, "settings": settings, "method": cfg.train.method}
         set_champion(base, {**pointer, "metrics": metrics.get(candidate, {}), "config": cfg.source, "flow_run": name})
     row["embedded"] = embed_corpus(corpus, base, promoted=decision.promote)  # the view switches after a promotion
-    made += [data, ref, judged.metrics_ref]
-    update_catalog(str(base), made)  # before retention: `main` shows the night's build, as gc expects
-    row.update(state.with_early_gc(retention(cfg, base, {candidate: verdict})))  # after embedding, as above
-    record_decision(base, row)
-    update_catalog(str(base), made)  # the row's `promotions` view (the first night's)
+    close_night(cfg, base, state, [*made, data, ref, judged.metrics_ref], row, {candidate: verdict})
     names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))
     publish(decision_markdown(verdict, reason, candidate, reference, metrics, names, judged.test, night, row["gc"]))
     print(f"{verdict}: {reason}; {time.time() - started:.0f} s")
     print(json.dumps({k: v for k, v in row.items() if k.endswith("metrics")}, indent=1))
     return row
+
+
+def close_night(
+    cfg: NightlyConfig, base: Path, state: NightState, made: list[dict[str, str]], row: dict, pending: dict[str, str]
+) -> None:
+    """The end every night shares, after its embedding (whose new output retention then keeps): the catalog
+    refreshed with what the night's flows made (retention keeps what its `main` shows), retention (`pending`: the
+    candidate and its verdict), the decision row, the catalog again (the first night's `promotions` view)."""
+    update_catalog(str(base), made)
+    row.update(state.with_early_gc(retention(cfg, base, pending)))
+    record_decision(base, row)
+    update_catalog(str(base), made)
 
 
 def nothing_new(
@@ -320,11 +328,7 @@ def nothing_new(
     reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
     row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name, **night}
     row["embedded"] = embed_corpus(corpus, base, promoted=False)  # new files only: usually a cache hit
-    made.append(data)
-    update_catalog(str(base), made)  # before retention, as for a trained night
-    row.update(state.with_early_gc(retention(cfg, base, {})))  # after embedding: its new output is kept
-    record_decision(base, row)
-    update_catalog(str(base), made)
+    close_night(cfg, base, state, [*made, data], row, {})
     publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, [], night=night, gc=row["gc"]))
     print(f"{reason}; {time.time() - started:.1f} s")
     return row
