@@ -10,9 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,8 +19,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-from samples.tiny_bert import REPO, tiny_bert, titles, write_titles  # noqa: E402
+from samples.tiny_bert import tiny_bert, titles, write_titles  # noqa: E402
 from tests.helpers.torchrun import run_two_ranks  # noqa: E402
+from tests.helpers.trainer_process import interrupt_at_step  # noqa: E402
 
 LOSSES = "cl+kl+s2s+kw"  # every task, so every path of the loss runs
 OPTIONS = dict(
@@ -85,17 +83,7 @@ def test_interrupted_tfcsg_run_resumes_exports_and_evaluates(setup, tmp_path):
     (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(cfg)))
 
     # a real trainer process gets Ctrl-C after step 6: it finishes the step, saves and exits 3
-    cmd = [sys.executable, "-m", "models.training.loop", "--config", str(tmp_path / "cfg.json")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("step 6 "):
-            proc.send_signal(signal.SIGINT)
-            break
-    lines += proc.stdout.readlines()
-    assert proc.wait(timeout=120) == 3, "".join(lines[-20:])
+    lines = interrupt_at_step(tmp_path / "cfg.json", 6)
     assert any(line.startswith("questions: ") and "LM head new, tied" in line for line in lines)
     saved = sorted((out / "checkpoints").glob("step-*.pt"))
     assert saved and 6 <= int(saved[-1].stem.split("-")[1]) < 20

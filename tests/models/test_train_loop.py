@@ -24,6 +24,7 @@ from models.training.loop import TrainConfig, train  # noqa: E402
 from models.training.schedule import get_lr  # noqa: E402
 from tests.helpers.torchrun import run_two_ranks  # noqa: E402
 from tests.helpers.train_shards import make_shards, run_config
+from tests.helpers.trainer_process import interrupt_at_step, trainer_command  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 
@@ -155,21 +156,10 @@ def test_two_process_ddp_on_cpu_trains(shards, tmp_path):
 def test_ctrl_c_saves_a_checkpoint_and_a_rerun_resumes_from_it(shards, tmp_path):
     """A real trainer process gets SIGINT mid-run: it finishes the step, saves, exits 3; the same
     command then resumes at that step and completes."""
-    import signal
-
     cfg = run_config(shards, tmp_path / "run", max_steps=60, ckpt_every=1000, eval_every=0, export=False)
     (tmp_path / "cfg.json").write_text(json.dumps(dataclasses.asdict(cfg)))
-    cmd = [sys.executable, "-m", "models.training.loop", "--config", str(tmp_path / "cfg.json")]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("step 3 "):
-            proc.send_signal(signal.SIGINT)
-            break
-    lines += proc.stdout.readlines()
-    assert proc.wait(timeout=120) == 3, "".join(lines[-20:])
+    lines = interrupt_at_step(tmp_path / "cfg.json", 3)
+    cmd, env = trainer_command(tmp_path / "cfg.json")
     saved = sorted((tmp_path / "run" / "checkpoints").glob("step-*.pt"))
     assert len(saved) == 1 and 3 <= int(saved[0].stem.split("-")[1]) < 60
     assert any(line.startswith("stopped at step") for line in lines)

@@ -12,9 +12,10 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from models.training.loop import TrainConfig, train  # noqa: E402
+from models.training.loop import train  # noqa: E402
 from samples.train_shards import write_demo_shards  # noqa: E402
 from tasks.train.task import train_fingerprint  # noqa: E402
+from tests.helpers.train_shards import run_config  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny matrices: one intra-op thread (conftest)
 
@@ -35,26 +36,7 @@ def test_default_configs_keep_their_fingerprints():
 def test_interrupted_run_with_the_options_resumes_with_the_same_losses(tmp_path):
     shards = tmp_path / "shards"
     write_demo_shards(shards, max_docs=30, max_pairs_per_doc=20, row_group_rows=64)
-    base = TrainConfig(
-        out_dir=str(tmp_path / "full"),
-        shards=str(shards),
-        max_steps=6,
-        vocab_size=500,
-        tokenizer_sample=2000,
-        short_batch=4,
-        long_batch=4,
-        shuffle_buffer=64,
-        log_every=1,
-        eval_every=3,
-        eval_batch=4,
-        heldout_fraction=0.2,
-        ckpt_every=3,
-        warmup_steps=2,
-        lr=1e-3,
-        threads=1,
-        export=False,
-        **OPTIONS,
-    )
+    base = run_config(shards, tmp_path / "full", max_steps=6, eval_every=3, ckpt_every=3, export=False, **OPTIONS)
     assert train(base)["complete"]
     shutil.copytree(tmp_path / "full" / "tokenizer", tmp_path / "cut" / "tokenizer")  # see test_train_loop
     cut = dataclasses.replace(base, out_dir=str(tmp_path / "cut"), stop_at_step=5)  # checkpoint at 3, 4-5 lost
