@@ -26,8 +26,6 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT") and "OMP_NUM_THREADS" not in os.e
     workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(autouse=True)
 def prefect_console_outlives_capsys():
@@ -57,7 +55,7 @@ def prefect_harness():
 def migrated_prefect_db(tmp_path_factory) -> Path:
     """An empty Prefect database at the installed schema, migrated once per run. A server started under a
     fresh PREFECT_HOME spends about 13 s migrating a new database: tests that give each server its own home
-    copy this one in (`fresh_prefect_home`) instead; what the server then records is the same."""
+    copy this one in (`tests/helpers/servers.py: fresh_prefect_home`) instead; the server records the same."""
     import subprocess
     import sys
 
@@ -67,13 +65,6 @@ def migrated_prefect_db(tmp_path_factory) -> Path:
     prefect = Path(sys.executable).parent / "prefect"
     subprocess.run([str(prefect), "server", "database", "upgrade", "-y"], env=env, check=True, capture_output=True)
     return home / "prefect.db"
-
-
-def fresh_prefect_home(home: Path, migrated_db: Path) -> Path:
-    """`home` as a new PREFECT_HOME whose (empty) database is already at the current schema."""
-    home.mkdir(parents=True)
-    shutil.copyfile(migrated_db, home / "prefect.db")
-    return home
 
 
 @pytest.fixture(scope="module")
@@ -86,51 +77,3 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
-
-
-def in_ci() -> bool:
-    """CI runs with CI=true (as GitHub Actions, GitLab and most others set it); "", "0", "false", "no" are not CI."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def require_shared(*paths: Path) -> None:
-    """Skip the calling test when a file of `../shared/data` is missing; under CI fail it instead, so CI
-    never passes while silently running none of the evaluation tests."""
-    missing = [str(p) for p in paths if not Path(p).exists()]
-    if not missing:
-        return
-    message = f"shared evaluation data not found: {', '.join(missing)}"
-    if in_ci():
-        pytest.fail(f"{message} (CI is set: CI must provide ../shared/data)", pytrace=False)
-    pytest.skip(message)
-
-
-def task_run_states(state) -> list[tuple[str, str]]:
-    """(task name, state name) of every task run of the flow run that returned `state` (`return_state=True`),
-    sorted. A stage task that reused its complete output ends `Cached`, one that computed it `Completed`."""
-    import time
-
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    # The server records task runs and their states from events, after the flow has returned: under
-    # load a run can still lack its state. Read until every run has a final state and two reads agree.
-    flow_filter = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
-    previous, deadline = None, time.monotonic() + 60
-    with get_client(sync_client=True) as client:
-        while True:
-            runs = client.read_task_runs(flow_run_filter=flow_filter)
-            final = all(run.state is not None and run.state.is_final() for run in runs)
-            got = sorted((run.name.rsplit("-", 1)[0], run.state.name if run.state else "") for run in runs)
-            if (final and got == previous) or time.monotonic() > deadline:
-                return got
-            previous = got
-            time.sleep(0.25)
-
-
-def task_states(state) -> dict[str, str]:
-    """{task name: state name} for a flow run that calls each task once (see `task_run_states`)."""
-    runs = task_run_states(state)
-    states = dict(runs)
-    assert len(states) == len(runs), f"a task ran more than once, use task_run_states: {runs}"
-    return states

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from samples.pair_corpus import part_hashes, write_corpus  # noqa: E402
-from tests.conftest import REPO  # noqa: E402
+from tests.helpers import REPO  # noqa: E402
 from tests.helpers.gur_subprocess import SLOW_PAIR_SHARDS, gur_env, tail
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]

@@ -90,7 +90,7 @@ print(os.readlink(f"/proc/{pid}/fd/1"), os.readlink(f"/proc/{pid}/fd/2"), os.get
 def test_the_temporary_servers_output_goes_to_its_log_in_prefect_home(tmp_path, migrated_prefect_db):
     """Stopped mid-request, the ephemeral server logs a cancelled rollback with a traceback: that belongs in
     its log, not on the terminal of the `gur` command that was stopped. A log past 1 MiB is moved aside."""
-    from conftest import fresh_prefect_home
+    from tests.helpers.servers import fresh_prefect_home
 
     home = fresh_prefect_home(tmp_path / "home", migrated_prefect_db)
     old = "x" * (1 << 20) + "\n"

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import fresh_prefect_home  # noqa: E402
 
 from samples.train_shards import write_demo_shards  # noqa: E402
+from tests.helpers.servers import fresh_prefect_home  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 OPTIONS = dict(

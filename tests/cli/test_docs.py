@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, in_ci
+from tests.helpers import REPO
+from tests.helpers.shared_data import in_ci
 
 DOCS = REPO / "docs"
 README_MAX_LINES = 260

@@ -9,8 +9,7 @@ import duckdb
 import pytest
 
 from gur_cli import main as gur_main
-from tests.conftest import task_states
-from tests.helpers.flow_runs import DOCS
+from tests.helpers.flow_runs import DOCS, task_states
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from samples.pair_corpus import part_hashes  # noqa: E402
-from tests.conftest import REPO  # noqa: E402
+from tests.helpers import REPO  # noqa: E402
 from tests.helpers.corpus_folder import docs, jsonl_bytes  # noqa: E402
 from tests.helpers.gur_subprocess import gur_env, tail
 from tests.helpers.slow_down import slow_down

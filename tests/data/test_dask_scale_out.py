@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from samples.pair_corpus import part_hashes, write_corpus  # noqa: E402
-from tests.conftest import REPO, in_ci  # noqa: E402
+from tests.helpers import REPO  # noqa: E402
 from tests.helpers.gur_subprocess import SLOW_PAIR_SHARDS
+from tests.helpers.shared_data import in_ci  # noqa: E402
 
 try:
     import distributed

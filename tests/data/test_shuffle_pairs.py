@@ -33,7 +33,7 @@ from tasks.shuffle.phases import (
     write_bucket_shards,
 )
 from tasks.split.sentences import normalize
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 PAIR_TYPES = {"a_sent_id": pa.int32(), "b_sent_id": pa.int32(), "lcs_len": pa.int32(), "lcs_weight": pa.int32()}
 

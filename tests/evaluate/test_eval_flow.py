@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_shared, task_run_states
+from tests.helpers.flow_runs import task_run_states
+from tests.helpers.shared_data import require_shared
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -26,7 +26,7 @@ from tasks.evaluate.models import resolve_model
 from tasks.evaluate.report import plot_charts, render_report
 from tasks.evaluate.scoring import QuestionRetrievalConfig, dense_retrieval, question_retrieval, sts, zero_shot
 from tasks.evaluate.suite import DatasetSpec, SuiteConfig, run_unit, unit_rows
-from tests.conftest import require_shared
+from tests.helpers.shared_data import require_shared
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 SO = SHARED / "stackoverflow" / "train.tsv"

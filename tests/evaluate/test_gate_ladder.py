@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from samples.tiny_bert import STACKOVERFLOW, titles
-from tests.conftest import require_shared
+from tests.helpers.shared_data import require_shared
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 

@@ -10,7 +10,7 @@ from scipy import stats
 from samples.tiny_bert import tiny_bert
 from tasks.sts.data import read_sts_csv, sts_metrics
 from tasks.sts.families import CPU_TABLE, FIXED, parse_family, run_family, tokenizer_for, train_config
-from tests.conftest import require_shared
+from tests.helpers.shared_data import require_shared
 from tests.helpers.sts_fixtures import STSB, stsb_rows, tiny_llama, write_csv
 
 STEPS = {"max_steps": 3, "batch_size": 8, "subsample": 0}

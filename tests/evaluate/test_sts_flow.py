@@ -7,7 +7,8 @@ import shutil
 import pytest
 
 from samples.tiny_bert import tiny_bert
-from tests.conftest import require_shared, task_run_states
+from tests.helpers.flow_runs import task_run_states
+from tests.helpers.shared_data import require_shared
 from tests.helpers.sts_fixtures import STSB, stsb_rows, tiny_llama, write_csv
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

@@ -9,7 +9,7 @@ import torch
 from models.sts.gguf import convert_gguf, smollm2_gguf
 from models.sts.pretrained import SiameseCausalLM
 from models.sts.train import StsTrainConfig, predict, train_scorer
-from tests.conftest import in_ci
+from tests.helpers.shared_data import in_ci
 from tests.helpers.sts_fixtures import tiny_gguf, tiny_llama
 
 A = ["A man is playing a guitar.", "A woman is slicing an onion.", "Two dogs run.", "A cat sleeps."]

@@ -33,3 +33,34 @@ def task_runs_since(name: str, since) -> int:
     found = TaskRunFilter(name=TaskRunFilterName(like_=name), start_time=TaskRunFilterStartTime(after_=since))
     with get_client(sync_client=True) as client:
         return len(client.read_task_runs(task_run_filter=found, limit=200))
+
+
+def task_run_states(state) -> list[tuple[str, str]]:
+    """(task name, state name) of every task run of the flow run that returned `state` (`return_state=True`),
+    sorted. A stage task that reused its complete output ends `Cached`, one that computed it `Completed`."""
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    # The server records task runs and their states from events, after the flow has returned: under
+    # load a run can still lack its state. Read until every run has a final state and two reads agree.
+    flow_filter = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+    previous, deadline = None, time.monotonic() + 60
+    with get_client(sync_client=True) as client:
+        while True:
+            runs = client.read_task_runs(flow_run_filter=flow_filter)
+            final = all(run.state is not None and run.state.is_final() for run in runs)
+            got = sorted((run.name.rsplit("-", 1)[0], run.state.name if run.state else "") for run in runs)
+            if (final and got == previous) or time.monotonic() > deadline:
+                return got
+            previous = got
+            time.sleep(0.25)
+
+
+def task_states(state) -> dict[str, str]:
+    """{task name: state name} for a flow run that calls each task once (see `task_run_states`)."""
+    runs = task_run_states(state)
+    states = dict(runs)
+    assert len(states) == len(runs), f"a task ran more than once, use task_run_states: {runs}"
+    return states

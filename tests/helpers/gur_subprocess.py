@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 from tests.helpers.slow_down import slow_down
 
 # Each pair shard takes 0.4 s longer (the pair stage is ~0.3 s without it).

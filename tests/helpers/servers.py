@@ -1,10 +1,12 @@
 """Real server processes for the end-to-end tests: `BIN` (the virtualenv's scripts, `prefect` among them), a
 free local port, waiting for a URL to answer 200 while its process lives, and stopping a process started in
-its own session with its whole group (SIGTERM, then SIGKILL after 20 s)."""
+its own session with its whole group (SIGTERM, then SIGKILL after 20 s); a fresh PREFECT_HOME with a migrated
+database copied in."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -45,3 +47,10 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def fresh_prefect_home(home: Path, migrated_db: Path) -> Path:
+    """`home` as a new PREFECT_HOME whose (empty) database is already at the current schema."""
+    home.mkdir(parents=True)
+    shutil.copyfile(migrated_db, home / "prefect.db")
+    return home

@@ -84,7 +84,8 @@ def test_tokenize_equals_the_uncached_reference_on_real_titles_and_mixed_scripts
     import csv
     import random
 
-    from tests.conftest import REPO, require_shared
+    from tests.helpers import REPO
+    from tests.helpers.shared_data import require_shared
 
     path = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
     require_shared(path)

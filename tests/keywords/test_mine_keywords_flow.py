@@ -7,7 +7,9 @@ import json
 import duckdb
 import pytest
 
-from tests.conftest import REPO, require_shared, task_states
+from tests.helpers import REPO
+from tests.helpers.flow_runs import task_states
+from tests.helpers.shared_data import require_shared
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 SO_TRAIN = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"

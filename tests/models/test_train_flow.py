@@ -14,7 +14,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from samples.train_shards import write_demo_shards  # noqa: E402
 from storage.manifest import read_manifest  # noqa: E402
 from tasks.train.task import train_config, train_fingerprint  # noqa: E402
-from tests.conftest import task_states  # noqa: E402
+from tests.helpers.flow_runs import task_states  # noqa: E402
 from tests.helpers.train_shards import OPTIONS
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]

@@ -14,8 +14,8 @@ import pytest
 
 from samples.tiny_bert import tiny_bert
 from samples.wiki_docs import wiki_documents, write_jsonl
-from tests.conftest import REPO, fresh_prefect_home
-from tests.helpers.servers import BIN, free_port, stop, wait_for
+from tests.helpers import REPO
+from tests.helpers.servers import BIN, free_port, fresh_prefect_home, stop, wait_for
 
 
 @pytest.mark.slow

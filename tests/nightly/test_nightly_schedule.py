@@ -18,11 +18,16 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from conftest import fresh_prefect_home  # noqa: E402
 
 from samples.tiny_bert import REPO, tiny_bert, titles  # noqa: E402
 from tests.helpers.nightly_config import write_config
-from tests.helpers.servers import BIN, free_port, stop, wait_for
+from tests.helpers.servers import (
+    BIN,
+    free_port,
+    fresh_prefect_home,  # noqa: E402
+    stop,
+    wait_for,
+)
 
 
 def api_get(url: str):

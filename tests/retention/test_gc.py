@@ -21,7 +21,8 @@ from storage.stage_output import StageOutput, ref_dir, verify_outputs
 from tasks.retention.collect import collect
 from tasks.retention.plan import RetentionConfig, plan
 from tasks.retention.sweep import freed_by, freed_by_stage, size_by_stage, size_of
-from tests.conftest import REPO, require_shared
+from tests.helpers import REPO
+from tests.helpers.shared_data import require_shared
 from tests.helpers.slow_down import slow_down
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

@@ -13,7 +13,7 @@ import pytest
 
 from samples.tiny_bert import tiny_bert
 from samples.wiki_docs import wiki_documents, write_jsonl
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

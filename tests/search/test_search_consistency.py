@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from samples.tiny_bert import STACKOVERFLOW
-from tests.conftest import REPO, require_shared
+from tests.helpers import REPO
+from tests.helpers.shared_data import require_shared
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 N = 1000  # the first titles in file order (tags interleaved there; no duplicate title among them)

@@ -11,7 +11,7 @@ import pytest
 
 from samples.tiny_bert import tiny_bert
 from samples.wiki_docs import wiki_documents, write_jsonl
-from tests.conftest import in_ci
+from tests.helpers.shared_data import in_ci
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")  # .ci/run installs them with apt-get

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from gur_cli import main as gur_main
-from tests.conftest import task_states
-from tests.helpers.flow_runs import DOCS
+from tests.helpers.flow_runs import DOCS, task_states
 from tests.helpers.train_shards import make_shards, run_config
 
 REPO = Path(__file__).resolve().parents[2]

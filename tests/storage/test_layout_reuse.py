@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import task_states
+from tests.helpers.flow_runs import task_states
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 

@@ -29,7 +29,7 @@ from storage.shards import (
 )
 from tasks.ingest.documents import IngestConfig
 from tasks.ingest.readers import ReaderConfig
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def test_fingerprint_is_stable_across_processes_and_key_order():
