@@ -179,9 +179,9 @@ def train_dir_of(export: str, root: Path) -> str | None:
 
 def output_of(path: str, root: Path) -> str | None:
     """`<stage>/<fingerprint>` of a path inside a stage output of this root (a folder, a file, an export), else
-    None."""
-    if not path or not Path(path).is_absolute():
-        return None  # a relative path: relative to where the run started, which is not known here
+    None. A relative path is a record's, relative to the root."""
+    if not path:
+        return None
     try:
         parts = Path(recorded_path(root, path)).resolve().relative_to(Path(root).resolve()).parts
     except ValueError:

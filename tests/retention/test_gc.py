@@ -484,6 +484,7 @@ def test_gc_keeps_what_a_rerun_reuses_a_run_resumes_from_and_search_embeds_with(
     training run that was interrupted; the model the active embeddings were made with."""
     from flows.build_pairs import build_pairs
     from storage.catalog import connect_catalog
+    from storage.layout import record_path
 
     root, builds, exports, corpus = (
         grown_root["root"],
@@ -505,9 +506,10 @@ def test_gc_keeps_what_a_rerun_reuses_a_run_resumes_from_and_search_embeds_with(
     embed = StageOutput.open(root, "embed", "00000000000000ee")
     embed.dir.mkdir(parents=True, exist_ok=True)
     (embed.dir / "part-00000.parquet").write_bytes(b"vectors")
+    # the model named relative to the root, as the embed task records it
     made = embed.finish(
-        code_version="test", config={"model_path": exports["mine"]}, inputs={}, upstream=[builds[2]], tables={},
-        rows={}, drops={},
+        code_version="test", config={"model_path": record_path(root, exports["mine"])}, inputs={},
+        upstream=[builds[2]], tables={}, rows={}, drops={},
     )  # fmt: skip
     (root / "embed" / "active.json").write_text(json.dumps({"path": made["path"]}), encoding="utf-8")
     indexes = []
