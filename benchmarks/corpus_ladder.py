@@ -204,6 +204,7 @@ def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = 
     import pyarrow.parquet as pq
 
     from flows.nightly_retrain import nightly_retrain
+    from storage.layout import recorded_path
 
     rows = root / "models" / "promotions"
     if not rows.exists():
@@ -214,8 +215,9 @@ def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = 
         started = time.process_time(), time.time()
         nightly_retrain(root=str(root))
         print(f"night: {time.time() - started[1]:.0f} s wall", flush=True)
-    decisions = sorted(pq.read_table(rows).to_pylist(), key=lambda r: r["created_at"])
-    return decisions[0]
+    first = min(pq.read_table(rows).to_pylist(), key=lambda r: r["created_at"])
+    # the row names models under the root relative to it (as every record of a root)
+    return {**first, **{k: recorded_path(root, first[k]) for k in ("candidate", "champion")}}
 
 
 def ladder(name: str, work: Path, stsb: Path, method: str = "auto") -> dict:
