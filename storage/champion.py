@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.atomic import atomic_path, atomic_write_json
-from storage.layout import MANIFEST, record_path, recorded_path
+from storage.layout import MANIFEST, record_path, record_paths, recorded_path, recorded_paths
 from storage.locks import file_lock
 
 PROMOTION_SCHEMA = pa.schema(
@@ -86,12 +86,12 @@ PATH_KEYS = ("export", "config")  # what a champion record names by path: relati
 def _here(root: Path, pointer: dict) -> dict:
     """A champion record with its paths absolute, where they are now (a record names them relative to the root;
     one written before records were relative names them where the root was then)."""
-    return {**pointer, **{k: recorded_path(root, pointer[k]) for k in PATH_KEYS if pointer.get(k)}}
+    return recorded_paths(root, pointer, PATH_KEYS)
 
 
 def _recorded(root: Path, pointer: dict) -> dict:
     """A champion record as it is written: its paths under the root relative to it."""
-    return {**pointer, **{k: record_path(root, pointer[k]) for k in PATH_KEYS if pointer.get(k)}}
+    return record_paths(root, pointer, PATH_KEYS)
 
 
 def read_champion(root: Path) -> dict | None:
@@ -272,7 +272,7 @@ def record_decision(root: Path, row: dict[str, Any]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     full = {name: row.get(name) for name in PROMOTION_SCHEMA.names}
     for key in ("candidate", "champion"):  # models under the root: relative to it, as every record
-        full[key] = record_path(root, full[key]) if full[key] else full[key]
+        full[key] = record_path(root, full[key])
     full["created_at"] = datetime.fromtimestamp(full["created_at"] or time.time(), tz=UTC)
     for key in ("candidate_metrics", "champion_metrics"):
         if not isinstance(full[key], str):

@@ -27,9 +27,9 @@ FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 def record_path(root: Path, path: str | os.PathLike | None) -> str:
     """How a record of this root names `path`: relative to the root when the root holds it (a champion's export,
     a held-out split, the model an embedding used), so a moved or copied root's records stay true; a path outside
-    the root (a corpus folder, a model promoted from elsewhere) stays absolute."""
+    the root (a corpus folder, a model promoted from elsewhere) stays absolute; no path (None, "") stays as it is."""
     if not path:
-        return str(path or "")
+        return path
     text = os.fspath(path)
     base = os.fspath(root)
     if text == base:
@@ -57,6 +57,16 @@ def recorded_path(root: Path, recorded: str | os.PathLike | None) -> str:
         if FINGERPRINT.fullmatch(parts[i + 1]) and os.path.isdir(os.path.join(base, parts[i], parts[i + 1])):
             return os.path.join(base, *parts[i:])
     return text
+
+
+def record_paths(root: Path, record: dict, keys: tuple[str, ...]) -> dict:
+    """`record` with its path-valued `keys` as the root's records name them (`record_path`)."""
+    return {**record, **{k: record_path(root, record[k]) for k in keys if record.get(k)}}
+
+
+def recorded_paths(root: Path, record: dict, keys: tuple[str, ...]) -> dict:
+    """`record` with its path-valued `keys` absolute, where they are now (`recorded_path`)."""
+    return {**record, **{k: recorded_path(root, record[k]) for k in keys if record.get(k)}}
 
 
 def stage_dir(root: Path, stage: str, fingerprint: str) -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 
 from storage.atomic import atomic_write_json
 from storage.catalog_plan import POINTED
-from storage.layout import MANIFEST, record_path, recorded_path
+from storage.layout import MANIFEST, record_paths, recorded_path, recorded_paths
 
 STAGE = "embed"
 ACTIVE = POINTED["embeddings"]
@@ -30,8 +30,7 @@ MODEL_PATHS = ("model_path", "spec")  # the model's folder: relative to the root
 
 def set_active(root: Path, ref: dict[str, str], model: dict[str, Any]) -> dict[str, Any]:
     pointer = {"path": ref["path"], "fingerprint": ref["fingerprint"], **model}
-    recorded = {**pointer, **{k: record_path(root, pointer[k]) for k in MODEL_PATHS if pointer.get(k)}}
-    atomic_write_json(root / ACTIVE, recorded, fsync=True)
+    atomic_write_json(root / ACTIVE, record_paths(root, pointer, MODEL_PATHS), fsync=True)
     return pointer
 
 
@@ -40,8 +39,7 @@ def read_active(root: Path) -> dict[str, Any] | None:
     path = root / ACTIVE
     if not path.exists():
         return None
-    pointer = json.loads(path.read_text(encoding="utf-8"))
-    return {**pointer, **{k: recorded_path(root, pointer[k]) for k in MODEL_PATHS if pointer.get(k)}}
+    return recorded_paths(root, json.loads(path.read_text(encoding="utf-8")), MODEL_PATHS)
 
 
 def embed_manifests(root: Path) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from models.encoders import BM25Ranker
+from storage.layout import record_path
 from tasks.evaluate.data import (
     DatasetMissing,
     DemoRetrievalConfig,
@@ -127,16 +128,12 @@ def dataset_signature(spec: DatasetSpec) -> list[Any]:
 
 def recorded_spec(root: Path, spec: DatasetSpec) -> DatasetSpec:
     """`spec` as a record of the root names it: a held-out split's files relative to the root."""
-    from storage.layout import record_path
-
     return replace(spec, path=record_path(root, spec.path))
 
 
 def unit_identity(model: str, spec: DatasetSpec, config: SuiteConfig, root: Path) -> dict[str, Any]:
     """Everything that determines a unit's numbers, for its fingerprint; a model or a dataset under the root by
     its path relative to the root (a moved root's evaluations are still its own)."""
-    from storage.layout import record_path
-
     return {
         "model": record_path(root, model),
         "model_fingerprint": model_fingerprint(model),

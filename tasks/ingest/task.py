@@ -170,9 +170,8 @@ def previous_folder_build(root: Path, folder: str, fingerprint: str) -> dict | N
     best = None
     for out_dir, manifest in complete_manifests(root, "ingest").items():
         inputs = manifest.get("inputs") or {}
-        same = (
-            inputs.get("kind") == "folder" and recorded_path(root, inputs.get("path")) == folder
-        )  # a held-out split's
+        # a held-out split's training side is recorded relative to the root
+        same = inputs.get("kind") == "folder" and recorded_path(root, inputs.get("path")) == folder
         if not same or manifest.get("fingerprint") == fingerprint:
             continue
         if best is None or manifest.get("finished_at", 0) > best[1].get("finished_at", 0):

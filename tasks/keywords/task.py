@@ -236,7 +236,7 @@ def keywords(source: dict[str, str], config: KeywordsConfig, root: str, dask: st
             "stats": numbers,
             "plot": "topic_sweep.png" if plot else None,
             "settings_key": settings_key(config),
-            "corpus": record_path(base, corpus) if corpus else corpus,  # relative: a held-out split's training side
+            "corpus": record_path(base, corpus),  # relative: a held-out split's training side
             "convergence": {
                 "sweeps": stats.get("sweeps"),
                 "moved_per_sweep": stats.get("moved_per_sweep"),

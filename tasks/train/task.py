@@ -28,7 +28,7 @@ from prefect import task
 from models.training.presets import METHODS
 from storage.atomic import atomic_write_json, atomic_write_text
 from storage.fingerprint import content_signature, fingerprint
-from storage.layout import data_root
+from storage.layout import data_root, record_paths
 from storage.progress import current_logger
 from storage.stage_output import StageOutput, ref_dir, ref_manifest, stage_ref
 from tasks.runtime.stage_cache import STAGE_TASK
@@ -73,9 +73,7 @@ def train_config(config: dict[str, Any], out_dir: str = "", shards: str = "", qu
 def as_recorded(root: Path, config: dict[str, Any]) -> dict[str, Any]:
     """`config` as the run's fingerprint and manifest name it: a start model under the root (a champion's export)
     relative to the root, so a moved root's runs keep their fingerprints."""
-    from storage.layout import record_path
-
-    return {**config, "init_from": record_path(root, config["init_from"])} if config.get("init_from") else config
+    return record_paths(root, config, ("init_from",))
 
 
 def train_fingerprint(source: dict[str, str], config: dict[str, Any]) -> str:
