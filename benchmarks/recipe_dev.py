@@ -7,14 +7,18 @@ The corpus ladder (benchmarks/corpus_ladder.py) reports each corpus's first nigh
 candidates are compared on the ladder root's *training side* (its `holdout/*/train/` mirror, which the
 reported held-out records never enter), split again with `holdout_seed = 1`: a first night there (the
 default recipe) makes the inner suite, then each variant trains on the same split output from MiniLM and is
-scored on the inner `heldout-title` and `heldout-ict` (MRR@10) and the STS-B train guard, mixed and unmixed.
+scored on the inner `heldout-title` and `heldout-ict` (MRR@10), an inner page check (a held-out section's prose
+-> the other sections of its page, P@1; the page read from the id's `page#section`, the inner split's seed) and
+the STS-B train guard, mixed and unmixed.
 
 Variants (`--variants`, comma-separated): `default` (the preset as it is), `coin` (the first default: one pair
 per document an epoch, passages of 128 tokens), `each` (a title pair and an ICT pair of every document an
 epoch: twice the steps), `title` (title -> body only), `title-lr6` (title pairs at lr 6e-5), `title-p256`
 (title pairs, passages of 256 tokens: the length the evaluation embeds), `title-p256-clustered` (title-p256
-with batches filled cluster by cluster by the start model: models/documents/clusters.py). Figures are wall
-time on whatever machine runs it; run nothing else heavy beside it.
+with batches filled cluster by cluster by the start model: models/documents/clusters.py), `masked` (the default
+with a page's other sections no negatives: models/documents/pages.py), `pages` (`masked` with clusters of pages,
+each page's sections spread over its cluster's batches), `random-masked` (`masked` with random batches).
+Figures are wall time on whatever machine runs it; run nothing else heavy beside it.
 """
 
 from __future__ import annotations
@@ -44,8 +48,13 @@ VARIANTS = {
     "title-p256": {**FIRST, "pair_kinds": "title", "passage_len": 256},  # passages as long as search embeds them
     # title-p256 with batches of one cluster each (by the start model): hard in-batch negatives
     "title-p256-clustered": {**FIRST, "pair_kinds": "title", "passage_len": 256, "sampling": "clustered"},
+    # the default, a page's other sections no negatives (models/documents/pages.py)
+    "masked": {"same_page": "masked"},
+    # the default with clusters of pages, each page's sections spread over its cluster's batches, and masked
+    "pages": {"same_page": "masked", "sampling": "clustered-pages"},
+    "random-masked": {"same_page": "masked", "sampling": "random"},  # random batches, masked
 }
-TITLE, ICT, STS = "inner title MRR@10", "inner ICT MRR@10", "STS-B train rho"
+TITLE, ICT, PAGE, STS = "inner title MRR@10", "inner ICT MRR@10", "inner page P@1", "STS-B train rho"
 
 
 def inner_corpus(ladder_root: Path, out: Path) -> Path:
@@ -56,6 +65,17 @@ def inner_corpus(ladder_root: Path, out: Path) -> Path:
         link = out / path.name
         if not link.exists():
             link.symlink_to(path)
+    return out
+
+
+def inner_labelled(corpus: Path, out: Path) -> Path:
+    """The training side's records with their page (the part of the id before `#`, as the ladder's corpora name
+    their sections) as a label field, for a page check on the inner split."""
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(corpus.glob("*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines = [json.dumps({**r, "page": str(r["id"]).partition("#")[0]}) for r in rows if "#" in str(r["id"])]
+        (out / path.name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
     return out
 
 
@@ -73,6 +93,7 @@ def main() -> None:
     from flows.train import train_flow
     from storage.champion import read_start
     from storage.stage_output import ref_dir
+    from tasks.nightly.holdout import HoldoutConfig, split_corpus
 
     work = Path(args.workdir) / args.corpus
     corpus = inner_corpus(work / "data", work / "inner" / "corpus")
@@ -91,6 +112,10 @@ def main() -> None:
         TITLE: ("beir", str(next(root.glob("holdout/*/heldout-title")))),
         ICT: ("beir", str(next(root.glob("holdout/*/heldout-ict")))),
     }
+    # the page check, split as the inner night splits (seed 1): its queries are the inner held-out sections
+    share = HoldoutConfig(share=0.2, seed=1, label_field="page", text_field="text", title_field="title")
+    labelled = inner_labelled(corpus, work / "inner" / "labelled-corpus")
+    suites[PAGE] = ("stackoverflow", split_corpus(labelled, share, work / "inner" / "labelled").stackoverflow)
     models = {"MiniLM (start)": start}
     for name in args.variants.split(","):
         started = time.time()
@@ -102,7 +127,7 @@ def main() -> None:
         print(f"{name}: {time.time() - started:.0f} s wall to train (0 when reused)", flush=True)
     extra = {STS: ("stsb", args.stsb)} if Path(args.stsb).is_file() else {}
     table = score(models, suites, extra)
-    columns = [TITLE, ICT, *extra]
+    columns = [TITLE, ICT, PAGE, *extra]
     print("\n| model | " + " | ".join(columns) + " |\n" + "|---" * (len(columns) + 1) + "|")
     for model, row in table.items():
         print(f"| {model} | " + " | ".join(f"{_value(row[c]):.3f}" for c in columns) + " |")

@@ -1,4 +1,5 @@
-"""Clustered batches for the `documents` recipe (`sampling = "clustered"`): in-batch negatives that are hard.
+"""Clustered batches for the `documents` recipe (`sampling = "clustered"` or `"clustered-pages"`): in-batch
+negatives that are hard.
 
 With random batches of 32 sections out of thousands, the other 31 passages are mostly about something else,
 and the contrastive task is easy. Topic-aware sampling (Hofstätter et al., SIGIR 2021: TAS-B) groups the
@@ -6,6 +7,10 @@ training queries into clusters of about a batch each by the start model's embedd
 from one cluster, so a title must find its section among sections that read alike. The documents are
 embedded once by the start model (the title and the beginning of the body, `max_len` tokens), clustered by
 seeded spherical k-means (k-means++ seeding), and the labels saved in the run folder (a resumed run reads them back).
+On a corpus of pages cut into sections, a cluster of sections is often one page's, whose sections are not
+negatives of each other (`same_page = "masked"`, pages.py): `clustered-pages` clusters the pages instead (the mean
+of their sections' vectors), about a batch of pages a cluster, and spreads each page's sections over its
+cluster's batches, so a batch holds sections of pages that read alike.
 """
 
 from __future__ import annotations
@@ -72,11 +77,30 @@ def spherical_kmeans(x: np.ndarray, k: int, seed: int, iterations: int = ITERATI
     return labels
 
 
+def page_vectors(vectors: np.ndarray, pages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the unit mean of each page's document vectors, each document's index into them); `pages` a number per
+    row of `vectors`."""
+    unique, index = np.unique(pages, return_inverse=True)
+    sums = np.zeros((len(unique), vectors.shape[1]), np.float64)
+    np.add.at(sums, index, vectors)
+    return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12), index
+
+
 def cluster_documents(
-    out: Path, init_from: str, tokenizer, texts: list[str], rows: np.ndarray, batch_size: int, max_len: int, seed: int
+    out: Path,
+    init_from: str,
+    tokenizer,
+    texts: list[str],
+    rows: np.ndarray,
+    batch_size: int,
+    max_len: int,
+    seed: int,
+    pages: np.ndarray | None = None,
 ) -> np.ndarray:
     """A cluster label per document (-1 for those not in `rows`, the training rows): about one batch of
-    documents a cluster. Read from `out/clusters.npy` when a run resumes."""
+    documents a cluster. With `pages` (a page number per document: `clustered-pages`), the pages are clustered
+    (by the mean of their documents' vectors), about one batch of pages a cluster, and a document takes its
+    page's label. Read from `out/clusters.npy` when a run resumes."""
     from storage.atomic import atomic_path
 
     path = out / CLUSTERS_FILE
@@ -85,7 +109,11 @@ def cluster_documents(
     labels = np.full(len(texts), -1, np.int64)
     if len(rows):
         vectors = embed_texts(init_from, tokenizer, [texts[int(r)] for r in rows], max_len)
-        labels[rows] = spherical_kmeans(vectors, -(-len(rows) // batch_size), seed)
+        if pages is None:
+            labels[rows] = spherical_kmeans(vectors, -(-len(rows) // batch_size), seed)
+        else:
+            centres, index = page_vectors(vectors, pages[rows])
+            labels[rows] = spherical_kmeans(centres, -(-len(centres) // batch_size), seed)[index]
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             np.save(f, labels)

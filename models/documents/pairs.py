@@ -36,7 +36,10 @@ from models.gur.pair_data import is_heldout
 
 KINDS = ("title", "ict")
 DRAWS = ("coin", "title-first", "each")
-SAMPLINGS = ("random", "clustered")  # batch order: seeded random, or by the start model's clusters (clusters.py)
+# Batch order: seeded random; by the start model's clusters of documents; or by its clusters of pages, each
+# cluster's pages spread over its batches (clusters.py), so a batch holds sections of similar, different pages.
+SAMPLINGS = ("random", "clustered", "clustered-pages")
+SAME_PAGE = ("negative", "masked")  # are two sections of one page (pages.py) each other's in-batch negatives?
 ONE_A_DOCUMENT = ("coin", "title-first")  # draws whose training row is the document itself
 MIN_QUERY_WORDS = 4  # an ICT query sentence shorter than this says too little to find its passage
 
@@ -60,6 +63,7 @@ class DocumentPairConfig:
     seed: int = 0
     heldout_fraction: float = 0.02
     sampling: str = "random"  # QuestionStream's order: seeded random, or `clustered` (models/documents/clusters.py)
+    same_page: str = "negative"  # or `masked`: a section's in-batch negatives leave out its page's other sections
 
 
 @dataclass
@@ -126,6 +130,8 @@ class DocumentPairs:
             raise ValueError(f"draw must be one of {DRAWS}, got {config.draw!r}")
         if config.sampling not in SAMPLINGS:
             raise ValueError(f"sampling must be one of {SAMPLINGS} for documents, got {config.sampling!r}")
+        if config.same_page not in SAME_PAGE:
+            raise ValueError(f"same_page must be one of {SAME_PAGE}, got {config.same_page!r}")
         self.config = config
         self.kinds = parse_kinds(config.kinds)
         self.tok = tokenizer
@@ -136,7 +142,9 @@ class DocumentPairs:
         self.train_rows = self._rows(np.flatnonzero(usable & ~held))
         self.heldout_rows = self._rows(np.flatnonzero(usable & held))
         self.unusable = int((~usable).sum())
-        self.clusters: np.ndarray | None = None  # `clustered` sampling: a label per document (`cluster`)
+        self.clusters: np.ndarray | None = None  # `clustered` sampling: a label per row (`set_clusters`)
+        self.pages: np.ndarray = docs.topics  # a page number per document (`set_pages`); until then its own
+        self.row_pages: np.ndarray | None = None  # `clustered-pages` sampling: a page number per row
         if len(self.train_rows) == 0:
             raise ValueError(
                 f"{config.source}: no document gives a training pair ({len(docs)} documents; a pair needs a title "
@@ -154,6 +162,15 @@ class DocumentPairs:
         rows = np.concatenate([self.train_rows, self.heldout_rows]).astype(np.int64)
         self.clusters = np.full(int(rows.max(initial=-1)) + 1, -1, np.int64)
         self.clusters[rows] = labels[[self.document(int(r)) for r in rows]]
+
+    def set_pages(self, pages: np.ndarray) -> None:
+        """A page number per document (models/documents/pages.py): what `same_page` and `clustered-pages` read."""
+        if len(pages) != len(self.questions):
+            raise ValueError(f"{len(pages)} page numbers for {len(self.questions)} documents")
+        self.pages = np.asarray(pages, np.int64)
+        rows = np.concatenate([self.train_rows, self.heldout_rows]).astype(np.int64)
+        self.row_pages = np.full(int(rows.max(initial=-1)) + 1, -1, np.int64)
+        self.row_pages[rows] = self.pages[[self.document(int(r)) for r in rows]]
 
     def document(self, row: int) -> int:
         return row if self.config.draw in ONE_A_DOCUMENT else row // len(KINDS)
@@ -211,9 +228,11 @@ class DocumentPairs:
         batch["kw_input_ids"], batch["kw_attention_mask"] = self._encode(
             [p for _, p in pairs], self.config.passage_len
         )
-        # The document's number: its two pairs (`each`) are never each other's negatives.
-        numbers = torch.as_tensor(np.array([self.document(int(r)) for r in rows], dtype=np.int64))
-        batch["topics"], batch["text_ids"] = numbers, numbers.clone()
+        # The document's number: its two pairs (`each`) are never each other's negatives; nor, `masked`, are two
+        # sections of one page (`topics`: the page's number).
+        numbers = np.array([self.document(int(r)) for r in rows], dtype=np.int64)
+        groups = self.pages[numbers] if self.config.same_page == "masked" else numbers
+        batch["topics"], batch["text_ids"] = torch.as_tensor(groups), torch.as_tensor(numbers)
         return batch
 
     def heldout_batches(self, batch_size: int, limit: int) -> list[dict[str, torch.Tensor]]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from models.training.recipe import Recipe
 
 if TYPE_CHECKING:
@@ -41,10 +43,13 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
             seed=cfg.seed,
             heldout_fraction=cfg.heldout_fraction,
             sampling=cfg.sampling,
+            same_page=cfg.same_page,
         ),
         tok,
     )
-    if cfg.sampling == "clustered":
+    if cfg.same_page == "masked" or cfg.sampling == "clustered-pages":
+        find_pages(data, Path(cfg.questions), rank)
+    if cfg.sampling in ("clustered", "clustered-pages"):
         cluster_batches(data, cfg, out, tok, max_len, rank, ddp)
     model = TfcsgModel(cfg.init_from, pooling=cfg.pooling, dropout=cfg.dropout, load_weights=load_weights)
     loss = TfcsgLoss(model, "kw", temperature=cfg.temperature, negatives="topic-masked")
@@ -84,7 +89,6 @@ def describe(counts: dict[str, int], eval_batches: int, eval_batch: int) -> str:
 def cluster_batches(data, cfg: TrainConfig, out: Path, tok, max_len: int, rank: int, ddp: bool) -> None:
     """`sampling = "clustered"`: the training documents' clusters by the start model, computed once by rank 0 and
     saved in the run folder (models/documents/clusters.py)."""
-    import numpy as np
     import torch.distributed as dist
 
     from models.documents.clusters import CLUSTERS_FILE, cluster_documents, document_texts
@@ -93,13 +97,27 @@ def cluster_batches(data, cfg: TrainConfig, out: Path, tok, max_len: int, rank: 
     documents = np.array(sorted({data.document(int(r)) for r in data.train_rows}), np.int64)
     if rank == 0:
         texts = document_texts(docs.titles, docs.sentences)
-        labels = cluster_documents(out, cfg.init_from, tok, texts, documents, cfg.batch_size, max_len, cfg.seed)
-        print(f"documents: {int(labels.max()) + 1} clusters of the training documents by the start model", flush=True)
+        pages = data.pages if cfg.sampling == "clustered-pages" else None
+        labels = cluster_documents(out, cfg.init_from, tok, texts, documents, cfg.batch_size, max_len, cfg.seed, pages)
+        what = "pages" if pages is not None else "documents"
+        print(f"documents: {int(labels.max()) + 1} clusters of the training {what} by the start model", flush=True)
     if ddp:
         dist.barrier()
     if rank != 0:
         labels = np.load(out / CLUSTERS_FILE)
     data.set_clusters(labels)
+
+
+def find_pages(data, split: Path, rank: int) -> None:
+    """Each document's page, from the corpus's own ids (models/documents/pages.py), handed to the pairs."""
+    from models.documents.pages import page_numbers, split_source_ids
+
+    pages = page_numbers(data.questions.ids, split_source_ids(split))
+    data.set_pages(pages)
+    if rank == 0:
+        many = int((np.bincount(pages) > 1).sum())
+        print(f"documents: {len(data.questions)} sections of {int(pages.max(initial=-1)) + 1} pages ({many} pages of "
+              "two sections or more, by their ids' `page#section`)", flush=True)  # fmt: skip
 
 
 def start_positions(init_from: str) -> int:

@@ -243,11 +243,17 @@ def spread_order(topics: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.argsort(position, kind="stable")
 
 
-def clustered_order(clusters: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def clustered_order(clusters: np.ndarray, rng: np.random.Generator, groups: np.ndarray | None = None) -> np.ndarray:
     """A seeded permutation that reads the rows cluster by cluster: the clusters in a random order, each
-    cluster's rows in a random order, so a window of a batch's rows comes mostly from one or two clusters."""
+    cluster's rows in a random order, so a window of a batch's rows comes mostly from one or two clusters.
+    With `groups` (a page per row, whose rows share a cluster), a cluster's rows are read in `spread_order`'s
+    positions instead: each group's rows spread evenly over the cluster, so a window holds few rows of one group."""
     keys = rng.permutation(int(clusters.max()) + 2)  # a random rank per cluster label (-1 included)
-    within = rng.random(len(clusters))
+    if groups is None:
+        within = rng.random(len(clusters))
+    else:
+        within = np.empty(len(clusters))
+        within[spread_order(groups, rng)] = np.arange(len(clusters))
     return np.lexsort((within, keys[clusters + 1]))
 
 
@@ -278,6 +284,8 @@ class QuestionStream:
                 order = rows[spread_order(self.data.questions.topics[rows], rng)]
             elif self.data.config.sampling == "clustered":  # documents (models/documents/clusters.py)
                 order = rows[clustered_order(self.data.clusters[rows], rng)]
+            elif self.data.config.sampling == "clustered-pages":  # documents: a cluster's pages spread over it
+                order = rows[clustered_order(self.data.clusters[rows], rng, self.data.row_pages[rows])]
             else:
                 order = rows[rng.permutation(len(rows))]
             self._epoch_cache = (epoch, order)

@@ -100,6 +100,7 @@ class TrainConfig:
     pair_kinds: str = "title+ict"
     pair_draw: str = "coin"  # one pair per document an epoch (coin, title-first), or `each` kind it has
     passage_len: int = 128
+    same_page: str = "negative"  # or `masked`: sections of one page (its ids' `page#section`) are not negatives
 
     def model_head(self) -> str:
         if self.head not in ("auto", "mlp", "none"):

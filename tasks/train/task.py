@@ -54,6 +54,7 @@ LATER_FIELDS = {
     "pair_kinds": "title+ict",
     "pair_draw": "coin",
     "passage_len": 128,
+    "same_page": "negative",
 }
 INPUT_STAGES = {
     "gur": ("shuffle",),
