@@ -14,6 +14,7 @@ from models.documents.pairs import DocumentPairConfig, DocumentPairs, DocumentSt
 from samples.tiny_bert import tiny_bert, titles  # noqa: E402
 from samples.wiki_docs import wiki_documents, write_jsonl  # noqa: E402
 from tasks.nightly.recipe import choose_method, corpus_shape  # noqa: E402
+from tests.helpers.document_pairs import WordTokenizer, sentences_file
 from tests.helpers.nightly_config import mixed_folder, write_config
 
 
@@ -48,35 +49,6 @@ def test_auto_on_a_question_corpus_trains_what_an_explicit_tfcsg_night_trained(t
     chosen = resolve_method(auto)
     assert chosen.train.method == "tfcsg" and chosen.train == explicit.train
     assert training_settings(chosen) == training_settings(explicit)
-
-
-class WordTokenizer:
-    """A whitespace tokenizer with the call the pairs use (ids are stable word numbers, 2 and 3 the ends)."""
-
-    def __init__(self):
-        self.vocab: dict[str, int] = {}
-
-    def __call__(self, texts, padding, truncation, max_length, return_tensors):
-        import torch
-
-        rows = [[2, *(self.vocab.setdefault(w, len(self.vocab) + 4) for w in t.split())][: max_length - 1] + [3]
-                for t in texts]  # fmt: skip
-        width = max(map(len, rows))
-        ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
-        return {"input_ids": ids, "attention_mask": (ids != 0).long()}
-
-
-def sentences_file(path: Path, docs: list[dict]) -> Path:
-    """The split stage's table of `docs` (the documents recipe reads a split output)."""
-    import pyarrow.parquet as pq
-
-    from tasks.split.sentences import SplitConfig, split_documents
-
-    table, _ = split_documents(
-        [d["id"] for d in docs], [d["title"] for d in docs], [d["text"] for d in docs], SplitConfig()
-    )
-    pq.write_table(table, path)
-    return path
 
 
 def test_document_pairs_are_seeded_mask_their_own_document_and_cut_the_ict_sentence_out(tmp_path, wiki):
