@@ -63,9 +63,11 @@ QUESTION_PRESETS = (*PRESETS, "auto")
 # The `documents` recipe (models/documents/): one pass over the corpus's documents at batch 32, each giving
 # one (query, passage) pair an epoch: its title -> its body where it has a title, else the inverse cloze
 # pair (`title-first`); queries of 64 tokens and passages of 256 (the length search embeds), lr 3e-5, mean
-# pooling, tau 0.05, batches filled cluster by cluster by the start model (hard in-batch negatives:
-# models/documents/clusters.py), and the export mixed 0.75 toward the start as TFCSG's `cpu` preset. Chosen on
-# an inner split of the Python documentation's training side (benchmarks/recipe_dev.py; docs/nightly.md).
+# pooling, tau 0.05, batches filled cluster by cluster by the start model from clusters of pages, each page's
+# sections spread over its cluster's batches and never each other's negatives (hard in-batch negatives that
+# are other pages: models/documents/clusters.py, pages.py), and the export mixed 0.75 toward the start as
+# TFCSG's `cpu` preset. Chosen on inner splits of the training sides of the Python documentation and the
+# manual pages (benchmarks/recipe_dev.py; docs/nightly.md).
 DOCUMENT_PRESETS: dict[str, dict[str, Any]] = {
     "cpu": dict(
         COMMON,
@@ -79,7 +81,8 @@ DOCUMENT_PRESETS: dict[str, dict[str, Any]] = {
         losses="kw",
         negatives="topic-masked",
         interpolate=0.75,
-        sampling="clustered",
+        sampling="clustered-pages",
+        same_page="masked",
         heldout_fraction=0.02,
         eval_every=50,
         eval_batch=32,
