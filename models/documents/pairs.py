@@ -159,18 +159,21 @@ class DocumentPairs:
 
     def set_clusters(self, labels: np.ndarray) -> None:
         """`clustered` sampling: each row takes its document's cluster label (`labels`, one per document)."""
-        rows = np.concatenate([self.train_rows, self.heldout_rows]).astype(np.int64)
-        self.clusters = np.full(int(rows.max(initial=-1)) + 1, -1, np.int64)
-        self.clusters[rows] = labels[[self.document(int(r)) for r in rows]]
+        self.clusters = self._per_row(labels)
 
     def set_pages(self, pages: np.ndarray) -> None:
         """A page number per document (models/documents/pages.py): what `same_page` and `clustered-pages` read."""
         if len(pages) != len(self.questions):
             raise ValueError(f"{len(pages)} page numbers for {len(self.questions)} documents")
         self.pages = np.asarray(pages, np.int64)
+        self.row_pages = self._per_row(self.pages)
+
+    def _per_row(self, per_document: np.ndarray) -> np.ndarray:
+        """A per-document value for every training and held-out row (-1 at numbers that are no row)."""
         rows = np.concatenate([self.train_rows, self.heldout_rows]).astype(np.int64)
-        self.row_pages = np.full(int(rows.max(initial=-1)) + 1, -1, np.int64)
-        self.row_pages[rows] = self.pages[[self.document(int(r)) for r in rows]]
+        out = np.full(int(rows.max(initial=-1)) + 1, -1, np.int64)
+        out[rows] = per_document[[self.document(int(r)) for r in rows]]
+        return out
 
     def document(self, row: int) -> int:
         return row if self.config.draw in ONE_A_DOCUMENT else row // len(KINDS)
