@@ -17,7 +17,6 @@ numpy RNG (bucket choice, buffer draws, cropping and masking).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import torch
 from models.gur.packing import pack_encoder, pack_targets
 from models.gur.span_masking import MASK_RATIO, corrupt, max_target_len
 from models.gur.tokenizer import GurTokenizer
+from storage.stable_share import in_share
 
 BUCKETS = ("short", "long")
 Pair = tuple[str, str, str]  # (doc_id, a, b)
@@ -71,10 +71,7 @@ def _parquet():
 
 def is_heldout(key: str, fraction: float, seed: int = 0) -> bool:
     """Stable across runs and machines: blake2b(seed, key) as a number in [0, 1) < fraction."""
-    if fraction <= 0:
-        return False
-    digest = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64 < fraction
+    return in_share(f"{seed}:{key}", fraction)
 
 
 def bucket_files(shards: str | Path, bucket: str) -> list[Path]:

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from storage.fingerprint import fingerprint
 from storage.layout import SPLIT_SOURCE, TMP_DIR, record_path, recorded_path
+from storage.stable_share import in_share
 from tasks.evaluate.overlap import normalize
 from tasks.ingest.readers import CorpusFile, corpus_files, read_member
 from tasks.ingest.records import LabelledReaderConfig, ReaderConfig, Record
@@ -102,8 +103,7 @@ class Split:
 
 def held_out(text: str, share: float, seed: int) -> bool:
     """True for a stable `share` of texts: blake2b(seed, normalized text) read as a number in [0, 1)."""
-    digest = hashlib.blake2b(f"{seed}\x00{normalize(text)}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64 < share
+    return in_share(f"{seed}\x00{normalize(text)}", share)
 
 
 def _members(corpus: Path) -> list[CorpusFile]:
