@@ -167,6 +167,11 @@ def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dic
             proc.wait()
             raise
         code = proc.wait()
+    if code != 0 and any(line.startswith("stopped at step") and "by a signal" in line for line in tail):
+        # A signal reached the trainer and it saved a checkpoint: the run was stopped, not failed, also where
+        # this process saw no interrupt of its own (the trainer killed alone, or a Ctrl-C that reached gur
+        # outside the read loop): gur says how to resume and exits as interrupted.
+        raise KeyboardInterrupt("the trainer was stopped by a signal")
     if code != 0:
         from storage.disk_space import out_of_space
 

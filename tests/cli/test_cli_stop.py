@@ -1,4 +1,5 @@
-"""A real `gur train` stopped by SIGTERM or Ctrl-C (SIGINT to its process group, as a terminal sends it):
+"""A real `gur train` stopped by SIGTERM or Ctrl-C (SIGINT to its process group, as a terminal sends it), or its
+trainer alone stopped by SIGINT:
 the trainer saves a checkpoint, the flow run ends Crashed (not Running), the ephemeral server is gone, gur
 exits within seconds with one line saying how to resume, and the rerun resumes from the checkpoint."""
 
@@ -50,6 +51,13 @@ def servers_of(home: Path) -> list[int]:
     return pids
 
 
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def train_until_a_step(tmp_path: Path, root: Path, home: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     env.pop("PREFECT_API_URL", None)
@@ -73,7 +81,7 @@ def flow_run_states(home: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C", "the trainer alone"])
 def test_a_stopped_gur_train_checkpoints_marks_the_run_crashed_and_resumes(tmp_path, how, migrated_prefect_db):
     root, home = tmp_path / "data", fresh_prefect_home(tmp_path / "prefect-home", migrated_prefect_db)
     write_demo_shards(root / "shuffle" / "demo", max_docs=30, max_pairs_per_doc=20, row_group_rows=64)
@@ -82,8 +90,11 @@ def test_a_stopped_gur_train_checkpoints_marks_the_run_crashed_and_resumes(tmp_p
     stopped_at = time.monotonic()
     if how == "SIGTERM":
         proc.send_signal(signal.SIGTERM)  # gur only, as a supervisor or `kill` sends it
-    else:
+    elif how == "Ctrl-C":
         os.killpg(proc.pid, signal.SIGINT)  # gur and the trainer, as a terminal's Ctrl-C
+    else:  # gur sees no signal, only its trainer stopping with a checkpoint: a stop, not a failure
+        (trainer,) = [pid for pid in servers_of(home) if b"models.training.loop" in cmdline(pid)]
+        os.kill(trainer, signal.SIGINT)
     code = proc.wait(timeout=60)
     took = time.monotonic() - stopped_at
     text = log.read_text(encoding="utf-8")
