@@ -4,7 +4,8 @@
                                          # from a BOM, else `declared` (HTTP), else <meta>, else detected
 
 The main content is resiliparse's (`extract_plain_text(main_content=True)`: it drops navigation, headers,
-footers, sidebars, scripts and styles by element and class), in its minimal-HTML form, whose heading lines
+footers, sidebars, scripts and styles by element, class and id; an id that only spells its section's heading
+is removed first, `_drop_heading_ids`), in its minimal-HTML form, whose heading lines
 say where each section starts; `<pre>` blocks are skipped (code is not prose). A section's text runs to the
 next h1-h3 heading; deeper headings stay in it as lines. Sections do not nest: a document never repeats the
 text of another, so the held-out split (a hash of each document's text) never has a sentence on both sides.
@@ -28,6 +29,14 @@ _SECTION_NUMBER = re.compile(r"^\d+(?:\.\d+)*\.\s+(?=\S)")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 _BLANKS = re.compile(r"[ \t\u00a0]+")
+_ID_TAG = re.compile(rb"<(section|div|article|h[1-6])\b([^<>]*)>", re.I)  # a tag a generator gives its heading's id
+_ID = re.compile(rb"""\s+id\s*=\s*(["'])([^"'<>]*)\1""", re.I)
+_HEADING_REST = re.compile(rb"(.*?)</h([1-6])\s*>", re.S | re.I)  # a heading's inner HTML after its opening tag
+# A section's own heading: past empty anchors (`<span id="..."></span>`), the first element.
+_FIRST_HEADING = re.compile(
+    rb"\s*(?:<(?:span|a)\b[^<>]*>\s*</(?:span|a)\s*>\s*)*<h([1-6])\b[^<>]*>(.*?)</h\1\s*>", re.S | re.I
+)
+_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -74,7 +83,8 @@ def html_page(data: bytes, declared: str | None = None) -> Page:
     from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.html import HTMLTree
 
-    tree = HTMLTree.parse_from_bytes(data, charset_of(data, declared), errors="replace")
+    charset = charset_of(data, declared)
+    tree = HTMLTree.parse_from_bytes(_drop_heading_ids(data, charset), charset, errors="replace")
     if tree.body is None:
         return Page(_heading_text(tree.title or "") or None, [])
     minimal = extract_plain_text(
@@ -98,6 +108,44 @@ def html_page(data: bytes, declared: str | None = None) -> Page:
     first_h1 = next((text for level, text in blocks if level == 1), None)  # in the main content, not a banner
     title = first_h1 or _heading_text(tree.title or "") or None
     return Page(title, sections_from_blocks(blocks))
+
+
+def _drop_heading_ids(data: bytes, charset: str) -> bytes:
+    """`data` without the ids that only spell their own section's heading (`<section id="manifest-related-options">`
+    before "4.2. Manifest-related options", or `<h2 id="...">`, as documentation generators write them).
+    resiliparse reads some words in ids as boilerplate markers ("related" among them) and dropped whole sections
+    so named; such an id says nothing of the page's layout. Any other id stays evidence. Done on the bytes
+    (a pass of one regular expression): walking the parsed tree cost twice the parse."""
+
+    def drop(tag: re.Match) -> bytes:
+        name, attributes = tag.group(1).lower(), tag.group(2)
+        given = _ID.search(attributes)
+        if given is None:
+            return tag.group(0)
+        if name.startswith(b"h"):
+            heading = _HEADING_REST.match(data, tag.end(), min(len(data), tag.end() + 2000))
+            inner = heading.group(1) if heading and heading.group(2).lower() == name[1:] else None
+        else:
+            heading = _FIRST_HEADING.match(data, tag.end(), min(len(data), tag.end() + 2000))
+            inner = heading.group(2) if heading else None
+        if inner is None:
+            return tag.group(0)
+        text = html.unescape(_TAG.sub(" ", inner.decode(charset, errors="replace")))
+        if _id_words(given.group(2).decode(charset, errors="replace")) not in _heading_words(text):
+            return tag.group(0)
+        return b"<" + tag.group(1) + attributes[: given.start()] + attributes[given.end() :] + b">"
+
+    return _ID_TAG.sub(drop, data)
+
+
+def _id_words(text: str) -> tuple[str, ...]:
+    return tuple(_WORD.findall(text.lower()))
+
+
+def _heading_words(text: str) -> tuple[tuple[str, ...], ...]:
+    """A heading's words as an id can spell them: all of them, or without the leading numbers a slug drops."""
+    words = _id_words(_heading_text(text))
+    return words, tuple(words[next((i for i, w in enumerate(words) if not w.isdigit()), len(words)) :])
 
 
 def _clean(line: str) -> str:

@@ -164,8 +164,24 @@ def test_the_section_numbers_a_generator_puts_in_headings_are_not_part_of_a_titl
     # the reader's version is in an HTML file's key (its cached unit and mirror are read again), no other's
     from tasks.ingest.folder import FileUnit
 
-    assert FileUnit("a.html", "a.html", "d1", "html", False).key()["digest"] == "d1+html-2"
+    assert FileUnit("a.html", "a.html", "d1", "html", False).key()["digest"] == "d1+html-3"
     assert FileUnit("a.jsonl", "a.jsonl", "d1", "jsonl", False).key()["digest"] == "d1"
+
+
+def test_a_section_named_after_its_heading_is_kept_whatever_the_name_says(tmp_path):
+    """Generators give a section (or its heading) its heading's slug as id; resiliparse takes some words in ids
+    ("related", "email", "share") for boilerplate and dropped such sections whole. A block whose id is not
+    its heading's name is still judged by it."""
+    named = (
+        f'<section id="related-work"><span id="related"></span><h2>4.2. Related work</h2><p>{KEYS}</p></section>\n'
+        f'<h2 id="email-handling">Email handling</h2>\n<p>{EXPIRY}</p>\n'
+        '<div id="related-posts"><h3>More to read</h3><p>Ten tips for faster pages, and more posts.</p></div>\n'
+    )
+    page = html_page("Caching guide", [("h1", "Caching guide", INTRO)]).replace(b"<pre>", named.encode() + b"<pre>")
+    docs = records(read_one(tmp_path, "guide.html", page))
+    assert [d.title for d in docs] == ["Caching guide", "Related work", "Email handling"]
+    assert docs[1].text.strip() == KEYS.strip() and docs[2].text.strip() == EXPIRY.strip()
+    assert "posts" not in " ".join(d.text for d in docs)
 
 
 def test_an_html_page_in_its_declared_charset_and_one_undeclared_is_detected(tmp_path):
