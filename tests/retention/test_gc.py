@@ -495,11 +495,13 @@ def test_gc_keeps_what_a_rerun_reuses_a_run_resumes_from_and_search_embeds_with(
     for day in (2, 3):  # the folder as it was on day 1: the rerun reuses the oldest build
         (corpus / f"day{day}.jsonl").rename(corpus.parent / f"day{day}.jsonl")
     assert build_pairs(input_path=str(corpus), root=str(root), workers=1)["shards"] == builds[0]
-    # a run interrupted by Ctrl-C: its config.json and checkpoints, no manifest; it starts from a refused model
+    # a run interrupted by Ctrl-C: its config.json and checkpoints, no manifest; it starts from a refused model.
+    # The trainer's launch file names absolute paths: its shards as written before the root was moved here
     run = root / "train" / "00000000000000aa"
     (run / "checkpoints" / "step-00100").mkdir(parents=True)
+    shards_then = str(ref_dir(Path("/where/the/root/was"), builds[1]))
     (run / "config.json").write_text(
-        json.dumps({"shards": str(ref_dir(root, builds[1])), "init_from": exports["refused"]}), encoding="utf-8"
+        json.dumps({"shards": shards_then, "init_from": exports["refused"]}), encoding="utf-8"
     )
     late = train_output(root, "late-refused", [builds[2]])  # refused after, so keep_refused=1 keeps only it
     record_decision(root, {"decision": "refused", "candidate": str(ref_dir(root, late) / "export")})
