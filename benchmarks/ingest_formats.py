@@ -200,7 +200,6 @@ CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {repo!r})
 from collections import Counter
-from itertools import pairwise
 from pathlib import Path
 from tasks.ingest.readers import ReaderConfig, read_file, Record, Tally
 import tasks.ingest.page_readers, tasks.ingest.html_text, fastwarc.warc, resiliparse.extract.html2text

@@ -122,19 +122,20 @@ def _drop_heading_ids(data: bytes, charset: str) -> bytes:
         start, end = data.rfind(b"<", 0, found), data.find(b">", found)
         named = start != -1 and end != -1 and data[start + 1 : start + 4].lower() in _ID_TAG_HEADS
         tag = _ID_TAG.fullmatch(data, start, end + 1) if named else None
-        if tag is not None and start >= last and _names_its_heading(data, tag, charset):
-            given = _ID.search(tag.group(2))
+        given = _heading_id(data, tag, charset) if tag is not None and start >= last else None
+        if given is not None:
             kept += [data[last : start + 1], tag.group(1), tag.group(2)[: given.start()], tag.group(2)[given.end() :]]
             last = end
         found = data.find(b" id=", found + 4)
     return b"".join([*kept, data[last:]]) if kept else data
 
 
-def _names_its_heading(data: bytes, tag: re.Match, charset: str) -> bool:
-    """Whether the id of `tag` (a section, or a heading) spells the words of the heading it starts with."""
+def _heading_id(data: bytes, tag: re.Match, charset: str) -> re.Match | None:
+    """The id attribute of `tag` (a section, or a heading) where it spells the words of the heading it starts
+    with, else None."""
     name, given = tag.group(1).lower(), _ID.search(tag.group(2))
     if given is None:
-        return False
+        return None
     window = min(len(data), tag.end() + 2000)
     if name.startswith(b"h"):
         heading = _HEADING_REST.match(data, tag.end(), window)
@@ -143,9 +144,9 @@ def _names_its_heading(data: bytes, tag: re.Match, charset: str) -> bool:
         heading = _FIRST_HEADING.match(data, tag.end(), window)
         inner = heading.group(2) if heading else None
     if inner is None:
-        return False
+        return None
     text = html.unescape(_TAG.sub(" ", inner.decode(charset, errors="replace")))
-    return _id_words(given.group(2).decode(charset, errors="replace")) in _heading_words(text)
+    return given if _id_words(given.group(2).decode(charset, errors="replace")) in _heading_words(text) else None
 
 
 def _id_words(text: str) -> tuple[str, ...]:

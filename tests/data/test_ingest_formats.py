@@ -170,7 +170,7 @@ def test_the_section_numbers_a_generator_puts_in_headings_are_not_part_of_a_titl
 
 def test_a_section_named_after_its_heading_is_kept_whatever_the_name_says(tmp_path):
     """Generators give a section (or its heading) its heading's slug as id; resiliparse takes some words in ids
-    ("related", "email", "share") for boilerplate and dropped such sections whole. A block whose id is not
+    ("related" among them) for boilerplate and dropped such sections whole. A block whose id is not
     its heading's name is still judged by it."""
     named = (
         f'<section id="related-work"><span id="related"></span><h2>4.2. Related work</h2><p>{KEYS}</p></section>\n'
