@@ -66,8 +66,9 @@ class FileUnit:
 # Formats whose reader has changed what it reads from the same bytes since FILE_CODE_VERSION: the version is
 # part of such a file's key (its unit and the held-out mirror read it again), so a night equals a cold build,
 # while files of every other format keep their cached units. html-2: section numbers out of headings; html-3:
-# a section whose id spells its heading ("manifest-related-options") is no longer dropped as boilerplate.
-READER_VERSIONS = {"html": "html-3", "warc": "html-3"}
+# a section whose id spells its heading ("manifest-related-options") is no longer dropped as boilerplate; html-4:
+# a list of sentences with links (`<li><p>`) is no longer dropped as navigation.
+READER_VERSIONS = {"html": "html-4", "warc": "html-4"}
 
 
 def content_key(digest: str, fmt: str) -> str:

@@ -5,7 +5,8 @@
 
 The main content is resiliparse's (`extract_plain_text(main_content=True)`: it drops navigation, headers,
 footers, sidebars, scripts and styles by element, class and id; an id that only spells its section's heading
-is removed first, `_drop_heading_ids`), in its minimal-HTML form, whose heading lines
+is removed first, `_drop_heading_ids`, and so are the links inside list items that are paragraphs,
+`_unwrap_links_in_prose_items`), in its minimal-HTML form, whose heading lines
 say where each section starts; `<pre>` blocks are skipped (code is not prose). A section's text runs to the
 next h1-h3 heading; deeper headings stay in it as lines. Sections do not nest: a document never repeats the
 text of another, so the held-out split (a hash of each document's text) never has a sentence on both sides.
@@ -38,6 +39,8 @@ _FIRST_HEADING = re.compile(
     rb"\s*(?:<(?:span|a)\b[^<>]*>\s*</(?:span|a)\s*>\s*)*<h([1-6])\b[^<>]*>(.*?)</h\1\s*>", re.S | re.I
 )
 _WORD = re.compile(r"[^\W_]+")
+_PROSE_ITEM = re.compile(rb"<li\b[^<>]*>\s*<p\b.*?</p\s*>\s*</li\s*>", re.S | re.I)  # a list item that is a paragraph
+_LINK_TAG = re.compile(rb"</?a\b[^<>]*>", re.I)
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ def html_page(data: bytes, declared: str | None = None) -> Page:
     from resiliparse.parse.html import HTMLTree
 
     charset = charset_of(data, declared)
-    tree = HTMLTree.parse_from_bytes(_drop_heading_ids(data, charset), charset, errors="replace")
+    cleaned = _unwrap_links_in_prose_items(_drop_heading_ids(data, charset))
+    tree = HTMLTree.parse_from_bytes(cleaned, charset, errors="replace")
     if tree.body is None:
         return Page(_heading_text(tree.title or "") or None, [])
     minimal = extract_plain_text(
@@ -128,6 +132,17 @@ def _drop_heading_ids(data: bytes, charset: str) -> bytes:
             last = end
         found = data.find(b" id=", found + 4)
     return b"".join([*kept, data[last:]]) if kept else data
+
+
+def _unwrap_links_in_prose_items(data: bytes) -> bytes:
+    """`data` with the `<a>` tags inside list items written as paragraphs (`<li><p>...</p></li>`) removed, their
+    text kept. resiliparse drops a list whose text is mostly links as navigation; a documentation page's list of
+    cases or options, each a sentence naming functions by link, is prose (Sphinx writes every such item so, and
+    dropped 6% of the words of the Python documentation's `library/code.html`). Menus and link rows are
+    `<li><a>` items without a paragraph: they stay links, and navigation."""
+    if b"<li" not in data and b"<LI" not in data:
+        return data
+    return _PROSE_ITEM.sub(lambda item: _LINK_TAG.sub(b"", item.group(0)), data)
 
 
 def _heading_id(data: bytes, tag: re.Match, charset: str) -> re.Match | None:

@@ -164,7 +164,7 @@ def test_the_section_numbers_a_generator_puts_in_headings_are_not_part_of_a_titl
     # the reader's version is in an HTML file's key (its cached unit and mirror are read again), no other's
     from tasks.ingest.folder import FileUnit
 
-    assert FileUnit("a.html", "a.html", "d1", "html", False).key()["digest"] == "d1+html-3"
+    assert FileUnit("a.html", "a.html", "d1", "html", False).key()["digest"] == "d1+html-4"
     assert FileUnit("a.jsonl", "a.jsonl", "d1", "jsonl", False).key()["digest"] == "d1"
 
 
@@ -182,6 +182,59 @@ def test_a_section_named_after_its_heading_is_kept_whatever_the_name_says(tmp_pa
     assert [d.title for d in docs] == ["Caching guide", "Related work", "Email handling"]
     assert docs[1].text.strip() == KEYS.strip() and docs[2].text.strip() == EXPIRY.strip()
     assert "posts" not in " ".join(d.text for d in docs)
+
+
+class _Links(dict):
+    """`{name}` in a case: a Sphinx cross-reference to the function `name`."""
+
+    def __missing__(self, name: str) -> str:
+        return (
+            f'<a class="reference internal" href="#shell.{name}" title="shell.{name}"><code class="xref py py-func '
+            f'docutils literal notranslate"><span class="pre">{name}()</span></code></a>'
+        )
+
+
+def sphinx_page(cases: list[str]) -> bytes:
+    """A page as Sphinx writes one: a method whose description holds a list of cases, each a sentence that names
+    functions by link (`<li><p>`), beside a related-pages bar, a sidebar and a footer of links."""
+    items = "".join(f"<li><p>{case.format_map(_Links())}</p></li>\n" for case in cases)
+    return f"""<!DOCTYPE html><html><head><title>shell</title></head><body>
+<div class="related" role="navigation"><ul><li><a href="index.html">Documentation home</a></li>
+<li><a href="next.html">Following module</a></li></ul></div>
+<div class="document"><div class="documentwrapper"><div class="bodywrapper"><div class="body" role="main">
+<section id="module-shell"><h1>shell: base classes</h1>
+<p>The shell module gives the building blocks for a read-eval-print loop in a program of your own.</p>
+<section id="interpreter-objects"><h2>Interpreter objects</h2>
+<dl class="py method"><dt id="shell.run_text">Interpreter.run_text(text)</dt>
+<dd><p>Compile and run some text. The arguments are those of {_Links()["check"]}. One of three things happens:</p>
+<ul class="simple">\n{items}</ul>
+<p>The return value tells the caller which prompt to show next.</p></dd></dl></section></section></div></div></div>
+<div class="sphinxsidebar" role="navigation"><h3>Navigation</h3><ul><li><a href="a.html">Previous topic</a></li>
+<li><a href="b.html">Report a bug</a></li></ul></div></div>
+<div class="footer">Copyright the authors.</div></body></html>""".encode()
+
+
+def test_a_list_of_sentences_with_links_is_prose_and_a_list_of_links_is_navigation(tmp_path):
+    """resiliparse took a list whose text is mostly links for navigation and dropped it, though each item is a
+    paragraph (Sphinx's lists of cases and options); links in such items are read as their text. A menu of
+    links is still navigation."""
+    cases = [
+        "The input is wrong; {check} raised an error ({parse} or {size}). A report is printed by {show}. {run} "
+        "returns False.",
+        "The input is partial, and more is needed; {check} returned None. {run} returns True.",
+        "The input is whole; {check} returned a program. It runs by calling {execute} (which handles errors, "
+        "except for {stop}). {run} returns False.",
+    ]
+    docs = records(read_one(tmp_path, "shell.html", sphinx_page(cases)))
+    assert [d.title for d in docs] == ["shell: base classes", "Interpreter objects"]
+    text = docs[1].text
+    assert "The input is partial, and more is needed; check() returned None. run() returns True." in text
+    assert text.count("The input is") == 3 and text.index("One of three") < text.index("The input is wrong")
+    assert "(which handles errors, except for stop()). run() returns False." in text
+    assert text.rstrip().endswith("which prompt to show next.")
+    everything = " ".join(d.text for d in docs)
+    for menu in ("Documentation home", "Following module", "Previous topic", "Report a bug", "Copyright"):
+        assert menu not in everything
 
 
 def test_an_html_page_in_its_declared_charset_and_one_undeclared_is_detected(tmp_path):
