@@ -1,7 +1,7 @@
 """A real `gur train` stopped by SIGTERM or Ctrl-C (SIGINT to its process group, as a terminal sends it), or its
 trainer alone stopped by SIGINT:
 the trainer saves a checkpoint, the flow run ends Crashed (not Running), the ephemeral server is gone, gur
-exits within seconds with one line saying how to resume, and the rerun resumes from the checkpoint."""
+exits within seconds with one line saying how to resume, and (after SIGTERM) the rerun resumes from the checkpoint."""
 
 from __future__ import annotations
 
@@ -113,6 +113,10 @@ def test_a_stopped_gur_train_checkpoints_marks_the_run_crashed_and_resumes(tmp_p
         time.sleep(0.1)
     assert servers_of(home) == []  # no ephemeral server (nor trainer) left behind 2 s later
     assert flow_run_states(home) == ["CRASHED"]
+    if how != "SIGTERM":
+        # every stop saved a checkpoint (above), and a resume reads it whichever signal stopped the run
+        # (models/test_train_loop.py resumes after Ctrl-C): one case pays for the second `gur train`
+        return
 
     first = len(log.read_bytes())
     again = train_until_a_step(tmp_path, root, home, log)  # resumes from the checkpoint, then stop it again
