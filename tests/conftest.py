@@ -52,6 +52,15 @@ def prefect_harness():
 
 
 @pytest.fixture(scope="session")
+def prefect_api_url(prefect_harness) -> str:
+    """The API of the run's one temporary server, for `gur` subprocesses whose test is not about the server a
+    command starts for itself: without one, each `gur` starts its own (about 13 CPU s)."""
+    from prefect.settings import PREFECT_API_URL
+
+    return str(PREFECT_API_URL.value())
+
+
+@pytest.fixture(scope="session")
 def migrated_prefect_db(tmp_path_factory) -> Path:
     """An empty Prefect database at the installed schema, migrated once per run. A server started under a
     fresh PREFECT_HOME spends about 13 s migrating a new database: tests that give each server its own home

@@ -1,5 +1,6 @@
 """A night's per-file work SIGKILLed with `gur`'s whole process group, then rerun: the night's outputs are
-byte for byte those of an uninterrupted night, and the files read before the kill are not read again."""
+byte for byte those of an uninterrupted night, and the files read before the kill are not read again. `gur`
+runs on the tests' Prefect server (a killed command with its own server: tests/cli/test_cli_crash_resume.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ SLOW_FILES = slow_down("tasks.ingest.folder", "ingest_file", 1.0)
 OPTIONS = {"docs_per_shard": 20, "rows_per_shard": 300, "source_name": "corpus"}
 
 
-def test_a_night_killed_between_files_resumes_to_the_same_bytes(tmp_path):
+def test_a_night_killed_between_files_resumes_to_the_same_bytes(tmp_path, prefect_api_url):
     from flows.build_pairs import build_pairs
 
     folder = tmp_path / "corpus"
@@ -49,7 +50,12 @@ def test_a_night_killed_between_files_resumes_to_the_same_bytes(tmp_path):
     log = tmp_path / "killed.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            cmd, cwd=REPO, env=gur_env(hooks), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            cwd=REPO,
+            env=gur_env(hooks, api=prefect_api_url),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         deadline = time.monotonic() + 300
@@ -66,7 +72,9 @@ def test_a_night_killed_between_files_resumes_to_the_same_bytes(tmp_path):
     assert 1 <= len(made) < 4, f"killed with {len(made)}/4 new files ingested"
     assert not (root / clean["documents"]["path"] / "_manifest.json").exists(), "the night finished before the kill"
 
-    again = subprocess.run(cmd, cwd=REPO, env=gur_env(), capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        cmd, cwd=REPO, env=gur_env(api=prefect_api_url), capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
     assert part_hashes(root, clean) == part_hashes(clean_root, clean)
     # The files ingested before the kill were reused as they were: only the others were read.

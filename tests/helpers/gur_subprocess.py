@@ -1,6 +1,6 @@
-"""`gur` run as a subprocess by the crash tests: `gur_env(*folders)` is its environment (the folders and the
-repository on PYTHONPATH, so a `sitecustomize` in one of them loads; no PREFECT_API_URL, so Prefect runs
-ephemeral under the tests' PREFECT_HOME), `tail(log)` the end of its log for a failure message, and
+"""`gur` run as a subprocess by the crash tests: `gur_env(*folders, api=None)` is its environment (the folders
+and the repository on PYTHONPATH, so a `sitecustomize` in one of them loads; without `api`, no PREFECT_API_URL,
+so Prefect runs ephemeral under the tests' PREFECT_HOME), `tail(log)` the end of its log for a failure message, and
 `SLOW_PAIR_SHARDS` the source of a `sitecustomize` that makes each pair shard 0.4 s slower, so a kill lands
 mid-stage."""
 
@@ -16,10 +16,13 @@ from tests.helpers.slow_down import slow_down
 SLOW_PAIR_SHARDS = slow_down("tasks.pair.shards", "pair_shard", 0.4)
 
 
-def gur_env(*paths: Path) -> dict[str, str]:
-    """Prefect runs ephemeral (its own server, a child of `gur`) under the tests' PREFECT_HOME."""
+def gur_env(*paths: Path, api: str | None = None) -> dict[str, str]:
+    """Prefect runs on the server at `api`, else ephemeral (its own server, a child of `gur`) under the tests'
+    PREFECT_HOME."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), str(REPO)]), "PYTHONUNBUFFERED": "1"}
     env.pop("PREFECT_API_URL", None)
+    if api:
+        env["PREFECT_API_URL"] = api
     return env
 
 

@@ -422,8 +422,9 @@ def test_decision_rows_are_a_catalog_view(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champion(nightly, tmp_path):
-    """`gur nightly` (and its trainer) SIGKILLed once a checkpoint exists; the next night continues from it."""
+def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champion(nightly, tmp_path, prefect_api_url):
+    """`gur nightly` (and its trainer) SIGKILLed once a checkpoint exists; the next night continues from it. On the
+    tests' Prefect server (gur killed with a server of its own: tests/cli/test_cli_crash_resume.py)."""
     import os
     import signal
     import subprocess
@@ -436,7 +437,7 @@ def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champi
     config = write_config(tmp_path / "n.toml", nightly["corpus"], nightly["model"], lr=1e-3)
     config.write_text(config.read_text().replace("ckpt_every = 100", "ckpt_every = 5"))
     cmd = [sys.executable, "-m", "gur_cli", "--root", str(root), "nightly", "--config", str(config)]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PREFECT_API_URL": prefect_api_url}
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -446,7 +447,7 @@ def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champi
             assert proc.poll() is None, "gur nightly ended before its first checkpoint"
             time.sleep(0.05)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the process group: gur, the Prefect server, the trainer
+        os.killpg(proc.pid, signal.SIGKILL)  # the process group: gur and the trainer
         proc.wait()
     saved = sorted(root.glob("train/*/checkpoints/step-*.pt"))
     assert saved and not (root / "models" / "champion.json").exists()

@@ -393,7 +393,9 @@ def test_an_unreadable_manifest_is_kept_and_named_not_a_traceback(tmp_path, caps
 
 
 @pytest.mark.slow
-def test_a_build_killed_mid_way_keeps_what_it_finished_and_gc_frees_what_was_abandoned(grown_root, tmp_path):
+def test_a_build_killed_mid_way_keeps_what_it_finished_and_gc_frees_what_was_abandoned(
+    grown_root, tmp_path, prefect_api_url
+):
     """A build-pairs killed in its shuffle: its finished ingest, split and pair outputs stay for the rerun, its
     unfinished shuffle stays (it resumes), also after another corpus has built since; an unfinished output older
     than the newest build goes."""
@@ -407,7 +409,8 @@ def test_a_build_killed_mid_way_keeps_what_it_finished_and_gc_frees_what_was_aba
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(slow_down("tasks.shuffle.phases", "dedup_partition", 60), encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    # on the tests' Prefect server: what is killed is the build, not a server of its own
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "PREFECT_API_URL": prefect_api_url}
     before = {p.name for p in (root / "shuffle").iterdir()}
     cmd = [sys.executable, "-m", "gur_cli", "--root", str(root), "build-pairs", str(corpus), "--workers", "1"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
