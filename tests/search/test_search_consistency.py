@@ -18,7 +18,7 @@ from tests.helpers import REPO
 from tests.helpers.shared_data import require_shared
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-N = 1000  # the first titles in file order (tags interleaved there; no duplicate title among them)
+N = 300  # the first titles in file order (tags interleaved there; no duplicate title among them)
 
 
 @pytest.mark.slow
@@ -66,12 +66,16 @@ def test_p_at_1_through_the_embeddings_equals_evaluate(tmp_path):
     assert sorted(row_of.values()) == list(range(N))
 
     # Each title is a `gur search` query (embedded on its own); its first hit other than itself is its answer.
+    # A title alone in its tag has nothing to find: evaluate scores no query for it either.
     searcher = DenseSearcher.open(root)
+    per_tag = np.bincount(data.labels)
     hits = []
     for i, title in enumerate(data.texts):
+        if per_tag[data.labels[i]] < 2:
+            continue
         ranked = [row_of[d] for d, _ in searcher.search(title, 2) if row_of[d] != i]
         hits.append(data.labels[ranked[0]] == data.labels[i])
-    assert float(np.mean(hits)) == evaluated
+    assert len(hits) < N and float(np.mean(hits)) == evaluated  # 300 titles: a tag of one title among them
 
     # and the command itself answers the first query as the library does
     env = {**os.environ, "GUR_HOME": str(root)}
