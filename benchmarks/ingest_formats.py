@@ -19,7 +19,8 @@ fastest of seven interleaved rounds, summed) through the product's reader (`read
 decoding, extraction, sections, records) against resiliparse called alone (parse +
 `extract_plain_text(main_content=True)`), and a synthetic WARC of `--warc-mb` MB (the sample pages as
 responses with distinct URLs, every tenth record an image) read in a child process: MB per CPU second and
-the child's peak memory above its memory after imports.
+the child's peak memory above its memory after imports; and one page of 4,000 list items left open (no `</p>`,
+no `</li>`), whose reading must stay linear in its size.
 """
 
 from __future__ import annotations
@@ -232,6 +233,28 @@ def warc_throughput(pages: list[tuple[Path, Path]], megabytes: int) -> dict:
     return result
 
 
+def open_items(items: int = 4000) -> dict:
+    """CPU seconds for one page of `items` list items whose `</p>` and `</li>` are left out (valid HTML), each with
+    a link, through the product's reader and resiliparse alone: the reader's passes over the bytes stay linear."""
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
+    from tasks.ingest.html_text import html_page
+
+    item = b'<li><p>Item %d names <a href="#f%d">a function</a> and more words'
+    body = b"".join(item % (i, i) for i in range(items))
+    page = b"<html><body><main><h1>Open items</h1><ul>" + body + b"</ul></main></body></html>"
+    timings = {"items": items, "bytes": len(page)}
+    for name, run in (
+        ("resiliparse alone", lambda: extract_plain_text(HTMLTree.parse_from_bytes(page, "utf-8"), main_content=True)),
+        ("product reader", lambda: html_page(page)),
+    ):
+        start = time.process_time()
+        run()
+        timings[f"{name} cpu_s"] = time.process_time() - start
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--html", default=str(HTML), help="the Python docs' HTML (apt-get install python3-doc)")
@@ -240,7 +263,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     pages = sample_pages(Path(args.html), args.pages)
-    report = {"quality": quality(pages), "speed": speed(pages)}
+    report = {"quality": quality(pages), "speed": speed(pages), "open list items": open_items()}
     if args.warc_mb:
         report["warc"] = warc_throughput(pages, args.warc_mb)
     print(json.dumps(report, indent=2))

@@ -39,7 +39,9 @@ _FIRST_HEADING = re.compile(
     rb"\s*(?:<(?:span|a)\b[^<>]*>\s*</(?:span|a)\s*>\s*)*<h([1-6])\b[^<>]*>(.*?)</h\1\s*>", re.S | re.I
 )
 _WORD = re.compile(r"[^\W_]+")
-_PROSE_ITEM = re.compile(rb"<li\b[^<>]*>\s*<p\b.*?</p\s*>\s*</li\s*>", re.S | re.I)  # a list item that is a paragraph
+# A list item that is a paragraph; its text may not run past another item's tag, so a page whose items are not
+# closed (valid HTML) is scanned once, not once per item.
+_PROSE_ITEM = re.compile(rb"<li\b[^<>]*>\s*<p\b(?:[^<]|<(?!/?li\b))*?</p\s*>\s*</li\s*>", re.I)
 _LINK_TAG = re.compile(rb"</?a\b[^<>]*>", re.I)
 
 

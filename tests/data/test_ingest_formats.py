@@ -237,6 +237,21 @@ def test_a_list_of_sentences_with_links_is_prose_and_a_list_of_links_is_navigati
         assert menu not in everything
 
 
+def test_a_list_item_left_open_is_not_read_past_into_the_next():
+    """HTML may leave `</p>` and `</li>` out; such an item's text is not a paragraph the pass can bound, and the
+    pass never runs from it into later items (scanning to the page's end from each open item made a page of 4,000
+    of them take seconds)."""
+    from tasks.ingest.html_text import _unwrap_links_in_prose_items
+
+    open_items = b"".join(b'<li><p>open %d <a href="#o">kept link</a>' % i for i in range(3))
+    closed = b'<li class="x"><p>closed <a href="#c" title="t">bare</a> text</p>\n</li>'
+    assert _unwrap_links_in_prose_items(b"<ul>" + open_items + closed + b"</ul>") == (
+        b"<ul>" + open_items + b'<li class="x"><p>closed bare text</p>\n</li></ul>'
+    )
+    menu = b'<ul><li><a href="/">Home</a></li><li><a href="/docs">Docs</a></li></ul>'
+    assert _unwrap_links_in_prose_items(menu) == menu  # items without a paragraph stay links
+
+
 def test_an_html_page_in_its_declared_charset_and_one_undeclared_is_detected(tmp_path):
     docs = records(read_one(tmp_path, "latin.htm", guide_html("windows-1252")))
     assert docs[2].title == "Expiry café"
