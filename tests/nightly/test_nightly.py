@@ -30,6 +30,7 @@ from storage.champion import (  # noqa: E402
 from tasks.nightly.config import load_nightly_config  # noqa: E402
 from tasks.nightly.gate import Decision, gate, refuse_rolled_back  # noqa: E402
 from tasks.nightly.significance import paired_test  # noqa: E402
+from tests.helpers.gur_subprocess import gur_env
 from tests.helpers.nightly_config import mixed_folder, write_config
 
 
@@ -437,7 +438,7 @@ def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champi
     config = write_config(tmp_path / "n.toml", nightly["corpus"], nightly["model"], lr=1e-3)
     config.write_text(config.read_text().replace("ckpt_every = 100", "ckpt_every = 5"))
     cmd = [sys.executable, "-m", "gur_cli", "--root", str(root), "nightly", "--config", str(config)]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PREFECT_API_URL": prefect_api_url}
+    env = {**gur_env(api=prefect_api_url), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )

@@ -22,6 +22,7 @@ from tasks.retention.collect import collect
 from tasks.retention.plan import RetentionConfig, plan
 from tasks.retention.sweep import freed_by, freed_by_stage, size_by_stage, size_of
 from tests.helpers import REPO
+from tests.helpers.gur_subprocess import gur_env
 from tests.helpers.shared_data import require_shared
 from tests.helpers.slow_down import slow_down
 
@@ -410,7 +411,7 @@ def test_a_build_killed_mid_way_keeps_what_it_finished_and_gc_frees_what_was_aba
     site.mkdir()
     (site / "sitecustomize.py").write_text(slow_down("tasks.shuffle.phases", "dedup_partition", 60), encoding="utf-8")
     # on the tests' Prefect server: what is killed is the build, not a server of its own
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "PREFECT_API_URL": prefect_api_url}
+    env = gur_env(site, api=prefect_api_url)
     before = {p.name for p in (root / "shuffle").iterdir()}
     cmd = [sys.executable, "-m", "gur_cli", "--root", str(root), "build-pairs", str(corpus), "--workers", "1"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
