@@ -51,6 +51,7 @@ class Sizes:
     scratch_warmup: int
     scratch_train_s: float  # most seconds of training
     corpus_pages: int  # Python documentation: first N pages (0: all)
+    corpus_articles: int  # a MediaWiki dump: first N articles build the pairs (0: all)
     retrieval_articles: int  # Wikipedia sample: first N articles of the retrieval set (0: all)
     eval_reserve_s: float  # GUR from scratch: seconds kept for the exports and retrieval
 
@@ -80,6 +81,7 @@ GPU = Sizes(
     scratch_warmup=100,
     scratch_train_s=120.0,
     corpus_pages=0,
+    corpus_articles=0,
     retrieval_articles=0,
     eval_reserve_s=45.0,
 )
@@ -108,6 +110,7 @@ SMOKE = Sizes(
     scratch_warmup=20,
     scratch_train_s=10.0,
     corpus_pages=30,
+    corpus_articles=24,
     retrieval_articles=4,
     eval_reserve_s=15.0,
 )
