@@ -62,17 +62,28 @@ def prefect_api_url(prefect_harness) -> str:
 
 @pytest.fixture(scope="session")
 def migrated_prefect_db(tmp_path_factory) -> Path:
-    """An empty Prefect database at the installed schema, migrated once per run. A server started under a
-    fresh PREFECT_HOME spends about 13 s migrating a new database: tests that give each server its own home
-    copy this one in (`tests/helpers/servers.py: fresh_prefect_home`) instead; the server records the same."""
+    """An empty Prefect database at the installed schema, migrated once per run (the first xdist worker to ask
+    builds it under a lock in the workers' common folder). A server started under a fresh PREFECT_HOME spends
+    about 14 CPU s migrating a new database: tests that give each server its own home copy this one in
+    (`tests/helpers/servers.py: fresh_prefect_home`) instead; the server records the same."""
+    import math
     import subprocess
     import sys
 
-    home = tmp_path_factory.mktemp("prefect-db")
-    env = {**os.environ, "PREFECT_HOME": str(home)}
-    env.pop("PREFECT_API_URL", None)
-    prefect = Path(sys.executable).parent / "prefect"
-    subprocess.run([str(prefect), "server", "database", "upgrade", "-y"], env=env, check=True, capture_output=True)
+    from storage.locks import file_lock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # this run's folder, not older runs'
+    home = shared / "migrated-prefect-db"
+    with file_lock(shared / "migrated-prefect-db.lock", wait_s=math.inf):
+        if not (home / "prefect.db").is_file():
+            building = shared / f"migrated-prefect-db.{os.getpid()}"
+            env = {**os.environ, "PREFECT_HOME": str(building)}
+            env.pop("PREFECT_API_URL", None)
+            prefect = Path(sys.executable).parent / "prefect"
+            upgrade = [str(prefect), "server", "database", "upgrade", "-y"]
+            subprocess.run(upgrade, env=env, check=True, capture_output=True)
+            building.rename(home)  # whole or not at all: a worker never copies a half-migrated file
     return home / "prefect.db"
 
 

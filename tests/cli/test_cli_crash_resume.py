@@ -24,7 +24,7 @@ N_DOCS = 800
 OPTIONS = {"docs_per_shard": 100, "rows_per_shard": 400}
 
 
-def test_gur_build_pairs_killed_mid_stage_resumes_to_the_same_bytes(tmp_path):
+def test_gur_build_pairs_killed_mid_stage_resumes_to_the_same_bytes(tmp_path, prefect_api_url):
     from flows.build_pairs import build_pairs
     from storage.manifest import inventory, read_manifest
 
@@ -64,7 +64,10 @@ def test_gur_build_pairs_killed_mid_stage_resumes_to_the_same_bytes(tmp_path):
     assert len(finished) >= len(done)
     before = {s: (root / clean[s]["path"] / "_manifest.json").read_text() for s in ("documents", "sentences")}
 
-    again = subprocess.run(cmd, cwd=REPO, env=gur_env(), capture_output=True, text=True, timeout=300)
+    # the rerun on the run's test server: the killed run's own server (killed with it) is this test's subject
+    again = subprocess.run(
+        cmd, cwd=REPO, env=gur_env(api=prefect_api_url), capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
 
     assert part_hashes(root, clean) == part_hashes(clean_root, clean)

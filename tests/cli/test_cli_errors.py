@@ -15,6 +15,7 @@ import pytest
 from gur_cli import error_line, one_line
 from tasks.ingest.checks import check_corpus, check_train_options, field_names, train_option_names
 from tasks.ingest.readers import CorpusError, ReaderConfig
+from tests.helpers.servers import fresh_prefect_home
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,11 +66,13 @@ def test_sql_errors_are_duckdbs_message_on_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_error_inside_a_running_flow_is_one_line(tmp_path):
+def test_an_error_inside_a_running_flow_is_one_line(tmp_path, migrated_prefect_db):
     """The flow starts (the input exists and has the column) and stops in a task: Prefect's traceback and
-    failure lines stay off the console, `gur: error:` is printed once; GUR_DEBUG=1 shows the traceback."""
+    failure lines stay off the console, `gur: error:` is printed once; GUR_DEBUG=1 shows the traceback. Its own
+    temporary server, on a database already migrated (a first run's migration: tests/cli/test_cli_server.py)."""
     (tmp_path / "empty.jsonl").write_text('{"text": ""}\n{"text": " "}\n', encoding="utf-8")
-    proc = gur("build-pairs", "empty.jsonl", root=tmp_path / "data", timeout=300, PREFECT_HOME=str(tmp_path / "ph"))
+    home = fresh_prefect_home(tmp_path / "ph", migrated_prefect_db)
+    proc = gur("build-pairs", "empty.jsonl", root=tmp_path / "data", timeout=300, PREFECT_HOME=str(home))
     assert proc.returncode == 1
     noise = [line for line in proc.stderr.splitlines() if "| ERROR" in line or "Failed(" in line]
     assert noise == [], proc.stderr
