@@ -1,7 +1,7 @@
 """`benchmarks/gpu_suite --smoke`: the GPU window's one command, end to end on the CPU on tiny sizes.
 
 Every part must have run (its checks all passed) or been skipped with a reason, every row likewise, every
-figure be a finite number or null (MFU without a known peak), and the command exit 0. About a minute on
+figure be a finite number or null (MFU without a known peak), and the command exit 0. About two minutes on
 two cores; the suite writes to the test's own folder, never to benchmarks/results/.
 """
 
