@@ -323,6 +323,17 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     assert embed_manifest["rows"]["embeddings"] == len(wiki)
     trained = json.loads((Path(night["candidate"]).parent / "summary.json").read_text())["data"]["documents"]
     assert trained < len(wiki)  # training saw the training side only
+    # the decision's row: the label-free suite cut from held-out documents, paired candidate and start
+    import pyarrow.parquet as pq
+
+    (row,) = pq.read_table(root / "models" / "promotions").to_pylist()
+    assert (row["suite"], row["primary_metric"], row["overlap"]) == (
+        "label-free: heldout-title, heldout-ict",
+        "heldout-title/retrieval/mrr@10",
+        0,
+    )
+    assert row["queries"] >= 10 and (row["files_new"], row["files_changed"], row["files_removed"]) == (2, 0, 0)
+    assert next((root / "holdout").glob("*/train/a.jsonl.jsonl")).is_file()  # the training side's mirror
 
 
 @pytest.mark.usefixtures("prefect_harness")

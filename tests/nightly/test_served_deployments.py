@@ -1,10 +1,10 @@
 """The deployments as a user runs them: `prefect server start`, `python -m deployments.serve`, runs triggered from
 the CLI. One server and one serve process for the module (each costs seconds of CPU to start): build-pairs and
 evaluate with parameters; nightly-retrain with the cron schedule it is served with, a triggered first night on a
-corpus folder, a second night after a new file landed in it (only that file's work is done, and the decision
-says what came in), two runs at once kept to one at a time; a night on an unlabeled folder (the label-free
-suite); and a copy on a 5-second interval whose scheduled run completes on its own (the server's scheduler
-loop runs every second)."""
+corpus folder with its config and root as parameters, a second night after a new file landed in it (only that
+file's work is done, and the decision says what came in), two runs at once kept to one at a time; and a copy on a
+5-second interval whose scheduled run completes on its own (the server's scheduler loop runs every second). A
+night on an unlabeled folder (the label-free suite) runs in process: tests/nightly/test_nightly_recipe.py."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ import duckdb
 import pytest
 
 from samples.tiny_bert import tiny_bert, titles
-from samples.wiki_docs import wiki_documents, write_jsonl
 from tests.helpers import REPO
 from tests.helpers.nightly_config import write_config
 from tests.helpers.servers import BIN, free_port, fresh_prefect_home, stop, wait_for
@@ -178,37 +177,6 @@ def test_build_pairs_and_evaluate_run_with_the_parameters_given_on_the_command_l
     assert p_at_1 == [(1.0,)]  # each question's nearest other question shares its tag
 
 
-def test_a_night_on_an_unlabeled_folder_gates_on_the_label_free_suite(served):
-    """`nightly-retrain` on a folder of JSONL documents without labels, its config and root given as parameters:
-    the gate scores the label-free suite cut from held-out documents."""
-    docs = wiki_documents(80)
-    folder = served.base / "unlabeled"
-    folder.mkdir()
-    write_jsonl(folder / "day1.jsonl", docs)
-    model = tiny_bert(served.base / "tiny-bert-wiki", [f"{d['title']} {d['text']}" for d in docs])
-    config = served.base / "unlabeled.toml"
-    options = "{eval_every = 0, threads = 1, lr = 1e-3, ckpt_every = 100, interpolate = 1.0}"
-    config.write_text(
-        f'[corpus]\npath = "{folder}"\n[train]\nmethod = "tfcsg"\ninit_from = "{model}"\npreset = "cpu"\n'
-        f"steps = 10\noptions = {options}\n[keywords]\nk = 5\n[evaluate]\nholdout = 0.3\nstsb = []\n"
-        "[gate]\nguards = {}\n",
-        encoding="utf-8",
-    )
-    root = served.base / "unlabeled-root"
-    served.run("nightly-retrain/nightly-retrain", f"config_path={config}", f"root={root}", watch=400)
-    with duckdb.connect(str(root / "catalog.duckdb"), read_only=True) as con:
-        (night,) = con.execute(
-            "SELECT decision, suite, primary_metric, overlap, queries, files_new FROM promotions"
-        ).fetchall()
-    assert night[0] in ("promoted", "refused") and night[1:4] == (
-        "label-free: heldout-title, heldout-ict",
-        "heldout-title/retrieval/mrr@10",
-        0,
-    )
-    assert night[4] >= 10 and night[5] == 1  # title queries of held-out documents, paired candidate and start
-    assert next((root / "holdout").glob("*/train/day1.jsonl.jsonl")).is_file()  # the training side's mirror
-
-
 def test_served_schedule_triggered_runs_and_an_interval_run(served):
     """Last in the module: it stops the module's serve process to serve the interval copy alone."""
     root, api = served.root, served.api
@@ -217,19 +185,22 @@ def test_served_schedule_triggered_runs_and_an_interval_run(served):
     corpus.mkdir()
     write_labelled(corpus / "day1.tsv", rows[:600])
     model = tiny_bert(served.base / "tiny-bert", [r["title"] for r in rows])
-    write_config(root / "nightly.toml", corpus, model, lr=1e-3)
+    config = write_config(served.base / "night.toml", corpus, model, lr=1e-3)
 
     deployment = api_get(f"{api}/deployments/name/nightly-retrain/nightly-retrain")
-    earlier = {r["id"] for r in flow_runs(api, deployment["id"])}  # the unlabeled night's, in another root
     schedule = deployment["schedules"][0]["schedule"]
     assert (schedule["cron"], schedule["timezone"]) == (served.cron, "Europe/Berlin")
     assert deployment["global_concurrency_limit"]["limit"] == 1
 
-    # the first night, triggered by hand, promotes; then two runs at once: they never overlap
-    served.run("nightly-retrain/nightly-retrain")
+    # the first night, triggered by hand with its config and root as parameters (the root holds no nightly.toml
+    # yet: a night that ignored them would fail), promotes
+    assert not (root / "nightly.toml").exists()
+    served.run("nightly-retrain/nightly-retrain", f"config_path={config}", f"root={root}")
     assert json.loads((root / "models" / "champion.json").read_text())["number"] == 1
+    (root / "nightly.toml").write_bytes(config.read_bytes())  # the later runs take the defaults, as scheduled ones
 
-    # a new file lands in the corpus folder; the next night ingests, and reports, only that file
+    # a new file lands in the corpus folder; the next night ingests, and reports, only that file; then two runs
+    # at once: they never overlap
     write_labelled(corpus / "day2.tsv", rows[600:])
     served.run("nightly-retrain/nightly-retrain")
     second = latest_decision(root)
@@ -244,7 +215,7 @@ def test_served_schedule_triggered_runs_and_an_interval_run(served):
         )  # fmt: skip
 
     def finished_runs(deployment_id: str, n: int):
-        runs = [r for r in flow_runs(api, deployment_id) if r["id"] not in earlier]
+        runs = flow_runs(api, deployment_id)
         done = [r for r in runs if r["state_type"] in ("COMPLETED", "FAILED", "CRASHED")]
         return done if len(done) >= n else None
 
