@@ -67,8 +67,9 @@ class FileUnit:
 # part of such a file's key (its unit and the held-out mirror read it again), so a night equals a cold build,
 # while files of every other format keep their cached units. html-2: section numbers out of headings; html-3:
 # a section whose id spells its heading ("manifest-related-options") is no longer dropped as boilerplate; html-4:
-# a list of sentences with links (`<li><p>`) is no longer dropped as navigation.
-READER_VERSIONS = {"html": "html-4", "warc": "html-4"}
+# a list of sentences with links (`<li><p>`) is no longer dropped as navigation; html-5: docutils' footnotes,
+# citations and topics (`<aside>`) are no longer dropped as sidebars.
+READER_VERSIONS = {"html": "html-5", "warc": "html-5"}
 
 
 def content_key(digest: str, fmt: str) -> str:

@@ -6,7 +6,8 @@
 The main content is resiliparse's (`extract_plain_text(main_content=True)`: it drops navigation, headers,
 footers, sidebars, scripts and styles by element, class and id; an id that only spells its section's heading
 is removed first, `_drop_heading_ids`, and so are the links inside list items that are paragraphs,
-`_unwrap_links_in_prose_items`), in its minimal-HTML form, whose heading lines
+`_unwrap_links_in_prose_items`; docutils' footnotes and topics are read as the content they are,
+`_docutils_asides_as_divs`), in its minimal-HTML form, whose heading lines
 say where each section starts; `<pre>` blocks are skipped (code is not prose). A section's text runs to the
 next h1-h3 heading; deeper headings stay in it as lines. Sections do not nest: a document never repeats the
 text of another, so the held-out split (a hash of each document's text) never has a sentence on both sides.
@@ -43,6 +44,8 @@ _WORD = re.compile(r"[^\W_]+")
 # closed (valid HTML) is scanned once, not once per item.
 _PROSE_ITEM = re.compile(rb"<li\b[^<>]*>\s*<p\b(?:[^<]|<(?!/?li\b))*?</p\s*>\s*</li\s*>", re.I)
 _LINK_TAG = re.compile(rb"</?a\b[^<>]*>", re.I)
+_ASIDE_TAG = re.compile(rb"<(/?)aside\b([^<>]*)>", re.I)
+_DOCUTILS_ASIDE = re.compile(rb"""\sclass=(["'])(?:footnote|citation|topic)\b""", re.I)  # -list too
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ def html_page(data: bytes, declared: str | None = None) -> Page:
     from resiliparse.parse.html import HTMLTree
 
     charset = charset_of(data, declared)
-    cleaned = _unwrap_links_in_prose_items(_drop_heading_ids(data, charset))
+    cleaned = _docutils_asides_as_divs(_unwrap_links_in_prose_items(_drop_heading_ids(data, charset)))
     tree = HTMLTree.parse_from_bytes(cleaned, charset, errors="replace")
     if tree.body is None:
         return Page(_heading_text(tree.title or "") or None, [])
@@ -145,6 +148,26 @@ def _unwrap_links_in_prose_items(data: bytes) -> bytes:
     if b"<li" not in data and b"<LI" not in data:
         return data
     return _PROSE_ITEM.sub(lambda item: _LINK_TAG.sub(b"", item.group(0)), data)
+
+
+def _docutils_asides_as_divs(data: bytes) -> bytes:
+    """`data` with docutils' footnotes, citations and topics (an abstract) written as `<div>`, not `<aside>`.
+    resiliparse drops every `<aside>` as a sidebar; docutils (Sphinx, and every site made with it) writes these
+    parts of the text so (a footnote-list of footnotes: 78 of the Python documentation's pages). Any other
+    `<aside>` (a site's sidebar, docutils' own `sidebar`) stays one; an end tag follows its start tag's fate."""
+    if b"<aside" not in data and b"<ASIDE" not in data:
+        return data
+    kept, last, opened = [], 0, []
+    for tag in _ASIDE_TAG.finditer(data):
+        if tag.group(1):
+            converted = opened.pop() if opened else False
+        else:
+            converted = _DOCUTILS_ASIDE.search(tag.group(2)) is not None
+            opened.append(converted)
+        if converted:
+            kept += [data[last : tag.start()], b"</div>" if tag.group(1) else b"<div" + tag.group(2) + b">"]
+            last = tag.end()
+    return b"".join([*kept, data[last:]]) if kept else data
 
 
 def _heading_id(data: bytes, tag: re.Match, charset: str) -> re.Match | None:

@@ -164,7 +164,7 @@ def test_the_section_numbers_a_generator_puts_in_headings_are_not_part_of_a_titl
     # the reader's version is in an HTML file's key (its cached unit and mirror are read again), no other's
     from tasks.ingest.folder import FileUnit
 
-    assert FileUnit("a.html", "a.html", "d1", "html", False).key()["digest"] == "d1+html-4"
+    assert FileUnit("a.html", "a.html", "d1", "html", False).key()["digest"] == "d1+html-5"
     assert FileUnit("a.jsonl", "a.jsonl", "d1", "jsonl", False).key()["digest"] == "d1"
 
 
@@ -235,6 +235,36 @@ def test_a_list_of_sentences_with_links_is_prose_and_a_list_of_links_is_navigati
     everything = " ".join(d.text for d in docs)
     for menu in ("Documentation home", "Following module", "Previous topic", "Report a bug", "Copyright"):
         assert menu not in everything
+
+
+def test_docutils_footnotes_and_topics_are_text_and_a_sites_aside_is_not(tmp_path):
+    """resiliparse drops every `<aside>` as a sidebar; docutils writes its footnotes and topics (an abstract) as
+    asides. They are read; a page's own sidebar of links, and an unclosed aside, are not read into them."""
+    page = b"""<!DOCTYPE html><html><head><title>notes</title></head><body><main>
+<section id="notes"><h1>Release notes</h1>
+<aside class="topic"><p class="topic-title">Abstract</p><p>This note says which caches a release empties.</p></aside>
+<p>Every release empties the page cache.<a class="footnote-reference brackets" href="#f1">1</a></p>
+<section id="upgrades"><h2>Upgrades</h2><p>An upgrade keeps the cache of sessions for one more day.</p>
+<aside class="footnote-list brackets"><aside class="footnote brackets" id="f1"><span class="label">1</span>
+<p>The session cache is kept because users would be signed out otherwise.</p></aside></aside>
+</section></section></main>
+<aside class="widget"><h3>Related posts</h3><ul><li><a href="/a">Caching in ten steps</a></li>
+<li><a href="/b">Why sessions expire</a></li></ul></aside></body></html>"""
+    docs = records(read_one(tmp_path, "notes.html", page))
+    assert [d.title for d in docs] == ["Release notes", "Upgrades"]
+    assert "This note says which caches a release empties." in docs[0].text
+    assert "The session cache is kept because users would be signed out otherwise." in docs[1].text
+    everything = " ".join(d.text for d in docs)
+    assert "Related posts" not in everything and "Caching in ten steps" not in everything
+
+    from tasks.ingest.html_text import _docutils_asides_as_divs
+
+    nested = b'<aside class="sidebar"><aside class="footnote" id="x"><p>n</p></aside><p>side</p></aside>'
+    assert _docutils_asides_as_divs(nested) == (
+        b'<aside class="sidebar"><div class="footnote" id="x"><p>n</p></div><p>side</p></aside>'
+    )
+    unclosed = b'<aside class="topic"><p>t</p><aside class="nav"><p>m</p></aside>'
+    assert _docutils_asides_as_divs(unclosed) == b'<div class="topic"><p>t</p><aside class="nav"><p>m</p></aside>'
 
 
 def test_a_list_item_left_open_is_not_read_past_into_the_next():
