@@ -44,8 +44,9 @@ watchdog stops a part 15 s past the whole budget. The parts, in order:
 Results: `benchmarks/results/gpu-suite-<UTC time>.json` and `.md` (device, driver, torch, every figure with
 the command that reproduces it, every check), the table printed; exit status 0 when every part that ran
 passed its checks. `--smoke`: the same code on the CPU on tiny sizes (the tiny GUR preset, a few steps,
-subsets, the Wikipedia sample's first 24 articles for gur-scratch's pairs, a random tiny BERT in place of all-mpnet-base-v2; compile, flex and bf16 rows recorded as skipped),
-written to `--out` or a temporary folder, never to benchmarks/results/. docs/gpu.md explains the rows.
+subsets, the Wikipedia sample's first 24 articles for gur-scratch's pairs, a random tiny BERT in place of
+all-mpnet-base-v2; compile, flex and bf16 rows recorded as skipped), written to `--out` or a temporary folder,
+never to benchmarks/results/. docs/gpu.md explains the rows.
 
 The package: `harness.py` (sizes, budgets, the part record, the product's training step, the results' table),
 one module per part (`part_tests.py`, `part_throughput.py`, `part_tfcsg.py`, `part_sbert.py`,
