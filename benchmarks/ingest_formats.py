@@ -156,12 +156,11 @@ def score(
 
 def quality(pages: list[tuple[Path, Path]]) -> dict[str, dict]:
     extractors = {"product (resiliparse)": product_sections, "trafilatura": trafilatura_sections}
+    names = [page.as_posix().split("/html/", 1)[-1] for page, _ in pages]
+    truths = [truth(source) for _, source in pages]  # each source parsed once, for every extractor
     out = {}
     for name, extract in extractors.items():
-        rows, names = [], [page.as_posix().split("/html/", 1)[-1] for page, _ in pages]
-        for page, source in pages:
-            prose, vocabulary, headings, with_prose = truth(source)
-            rows.append(score(extract(page.read_bytes()), prose, vocabulary, headings, with_prose))
+        rows = [score(extract(page.read_bytes()), *known) for (page, _), known in zip(pages, truths, strict=True)]
         n = len(rows)
         out[name] = {
             "pages": n,

@@ -99,11 +99,10 @@ def domain_corpus(ctx: Ctx) -> tuple[str, Path, Any]:
         return f"Python documentation ({source}, {len(pages)} pages)", corpus, pages_retrieval(pages)
     retrieval = build_demo_retrieval(DemoRetrievalConfig(max_articles=sz.retrieval_articles), path=source)
     limit = f", retrieval on its first {sz.retrieval_articles} articles" if sz.retrieval_articles else ""
+    limit += f", pairs from its first {sz.corpus_articles} articles" if sz.corpus_articles else ""
     name = f"Wikipedia dump ({source.name}{limit})"
-    if sz.corpus_articles:
-        name = name[:-1] + f", pairs from its first {sz.corpus_articles} articles)"
-        source = first_articles(source, sz.corpus_articles, ctx.work / "corpus")
-    return name, source, retrieval
+    corpus = first_articles(source, sz.corpus_articles, ctx.work / "corpus") if sz.corpus_articles else source
+    return name, corpus, retrieval
 
 
 def first_articles(dump: Path, n: int, folder: Path) -> Path:
