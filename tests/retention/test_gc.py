@@ -4,9 +4,11 @@ that the root verifies, rolls back and reads in the DuckDB CLI afterwards, also 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,11 +66,29 @@ def train_output(root: Path, name: str, upstream: list[dict], metrics: bool = Fa
     )
 
 
+@pytest.fixture(scope="module")
+def grown_template(tmp_path_factory, prefect_harness):
+    """`grown_root` built once for the module (three builds, about 4 s), with a pristine copy to restore from."""
+    base = tmp_path_factory.mktemp("grown")
+    built = grow(base / "live")
+    subprocess.run(["cp", "-a", str(base / "live"), str(base / "pristine")], check=True)  # -a: hard links too
+    return base, built
+
+
 @pytest.fixture
-def grown_root(tmp_path):
-    """Three nightly builds of a growing folder, champions #1 and #2, a refused candidate, a run of your own."""
+def grown_root(grown_template):
+    """Three nightly builds of a growing folder, champions #1 and #2, a refused candidate, a run of your own:
+    the module's one build restored in place (same paths, times and hard links) before each test."""
+    base, built = grown_template
+    shutil.rmtree(base / "live")
+    subprocess.run(["cp", "-a", str(base / "pristine"), str(base / "live")], check=True)
+    return copy.deepcopy(built)
+
+
+def grow(tmp_path: Path) -> dict:
     from flows.build_pairs import build_pairs
 
+    tmp_path.mkdir()
     corpus, root = tmp_path / "corpus", tmp_path / "data"
     corpus.mkdir()
     builds = []
