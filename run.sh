@@ -81,7 +81,8 @@ case "$mode" in
     mpnet) mpnet ;;
     demo) setup; exec .venv/bin/gur demo "$@" ;;
     # Two pytest-xdist workers by default (GUR_TEST_WORKERS, 0 for one process); --dist loadfile keeps a
-    # file's tests, and the models its fixtures build once, on one worker.
-    test) setup; exec .venv/bin/python -m pytest -n "${GUR_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
+    # file's tests, and the models its fixtures build once, on one worker; the longest files go first
+    # (tests/conftest.py), in the order collected (--no-loadscope-reorder).
+    test) setup; exec .venv/bin/python -m pytest -n "${GUR_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@" ;;
     *) echo "usage: ./run.sh {demo|test|setup|mpnet} [args...]" >&2; exit 2 ;;
 esac
