@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One entry point for people and CI:
 #   ./run.sh demo   create .venv if needed, then build pairs from the bundled Wikipedia sample
-#   ./run.sh test   create .venv if needed, then run the test suite (two pytest-xdist workers; GUR_TEST_WORKERS)
+#   ./run.sh test   create .venv if needed, then run the test suite but its soak tier (two pytest-xdist workers;
+#                   GUR_TEST_WORKERS): what CI runs
+#   ./run.sh soak   the soak tier alone: the long kill, stop and serve scenarios (docs/files.md, tests/)
 #   ./run.sh setup  only create/refresh .venv
 #   ./run.sh mpnet  add all-mpnet-base-v2 (the base-size STS and TFCSG rows; about 440 MB, not in setup)
 set -euo pipefail
@@ -79,10 +81,12 @@ case "$mode" in
     demo) setup; exec .venv/bin/gur demo "$@" ;;
     # Two pytest-xdist workers by default (GUR_TEST_WORKERS, 0 for one process); --dist loadfile keeps a
     # file's tests, and the models its fixtures build once, on one worker; the longest files go first
-    # (tests/conftest.py), in the order collected (--no-loadscope-reorder). Bytecode is written as modules are
-    # first imported (setup installs none), also where the environment says not to: every test process would
-    # otherwise compile torch again.
+    # (tests/conftest.py), in the order collected (--no-loadscope-reorder). A -m of your own replaces the tier's
+    # (-m '' runs both tiers). Bytecode is written as modules are first imported (setup installs none), also
+    # where the environment says not to: every test process would otherwise compile torch again.
     test) setup; exec env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m pytest -n "${GUR_TEST_WORKERS:-2}" \
-        --dist loadfile --no-loadscope-reorder "$@" ;;
-    *) echo "usage: ./run.sh {demo|test|setup|mpnet} [args...]" >&2; exit 2 ;;
+        --dist loadfile --no-loadscope-reorder -m "not soak" "$@" ;;
+    soak) setup; exec env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m pytest -n "${GUR_TEST_WORKERS:-2}" \
+        --dist loadfile --no-loadscope-reorder -m soak "$@" ;;
+    *) echo "usage: ./run.sh {demo|test|soak|setup|mpnet} [args...]" >&2; exit 2 ;;
 esac

@@ -25,6 +25,7 @@ PARTS = ["tests", "throughput", "tfcsg", "sbert", "gur-scratch"]
 pytestmark = pytest.mark.slow  # a subprocess that trains five small things
 
 
+@pytest.mark.soak
 def test_gpu_suite_smoke_runs_every_part(tmp_path):
     require_shared(SHARED / "stackoverflow" / "train.tsv", SHARED / "stsb" / "stsb-en-train.csv")
     cmd = [sys.executable, str(REPO / "benchmarks" / "gpu_suite"), "--smoke", "--out", str(tmp_path)]
@@ -76,6 +77,7 @@ def test_stage_fn_returns_the_reference_when_the_output_is_reused(tmp_path):
     assert again == first  # the reference, not a state
 
 
+@pytest.mark.soak
 def test_tfcsg_from_the_base_model_alone_scores_it(tmp_path):
     """`--tfcsg-starts mpnet` (the all-mpnet-base-v2 window's call): no MiniLM row, and the base model (the tiny
     random BERT in its place under --smoke) gets the whole part, its dev P@1 row, and a rerun command that

@@ -17,7 +17,7 @@ from samples.pair_corpus import part_hashes, write_corpus  # noqa: E402
 from tests.helpers import REPO  # noqa: E402
 from tests.helpers.gur_subprocess import SLOW_PAIR_SHARDS, gur_env, tail
 
-pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
+pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow, pytest.mark.soak]
 
 # 800 documents, 100 per shard: 8 shards in every map stage, about 4,000 pairs (several training shards).
 N_DOCS = 800

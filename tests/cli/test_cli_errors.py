@@ -65,6 +65,7 @@ def test_sql_errors_are_duckdbs_message_on_one_line(tmp_path):
     assert ok.returncode == 0 and "(1 row)" in ok.stdout
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 def test_an_error_inside_a_running_flow_is_one_line(tmp_path, migrated_prefect_db):
     """The flow starts (the input exists and has the column) and stops in a task: Prefect's traceback and

@@ -39,6 +39,7 @@ def finish(proc: subprocess.Popen, timeout: float = 400) -> str:
     return out
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 def test_two_first_runs_at_once_on_a_fresh_prefect_home_both_succeed(tmp_path):
     corpus = tiny_corpus(tmp_path / "tiny.jsonl")
@@ -53,6 +54,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 def test_gur_server_start_is_used_by_later_commands(tmp_path):
     port = free_port()

@@ -52,7 +52,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", ["ingest", "split", "pair"])
+@pytest.mark.parametrize(
+    "stage", [pytest.param("ingest", marks=pytest.mark.soak), pytest.param("split", marks=pytest.mark.soak), "pair"]
+)
 def test_killed_run_resumes_to_identical_bytes(tmp_path, stage):
     src = tmp_path / "corpus.jsonl"
     make_corpus(src)

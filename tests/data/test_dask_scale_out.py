@@ -86,6 +86,7 @@ def test_dask_run_writes_the_bytes_of_a_local_run(tmp_path, cluster, local_run, 
     assert cluster.scheduler_address and "dask: scheduler" in log
 
 
+@pytest.mark.soak
 def test_worker_killed_during_pair_stage_same_bytes(tmp_path, cluster, local_run):
     from flows.build_pairs import build_pairs
 

@@ -272,6 +272,7 @@ def test_start_anchors_train_and_an_interpolated_run_reuses_its_unmixed_run(setu
         train_flow(**common, options=dict(options, interpolate=1.5))
 
 
+@pytest.mark.soak
 def test_bf16_trains_on_the_cpu_close_to_fp32_but_not_bit_equal(setup):
     """`dtype: bf16` runs the forward pass under CPU autocast (models.training.precision): the same seed gives a
     loss curve within bf16's rounding of the fp32 one, and a run of its own (dtype is in the fingerprint)."""

@@ -139,6 +139,7 @@ def test_a_time_budget_ends_a_run_as_complete_and_counts_the_time_of_a_resumed_r
     assert resumed["complete"] and resumed["step"] == 3 and "stopped_by" in resumed
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 def test_two_process_ddp_on_cpu_trains(shards, tmp_path):
     cfg = run_config(shards, tmp_path / "ddp", max_steps=4, ckpt_every=2, eval_every=2, export=False)

@@ -390,6 +390,7 @@ def test_a_night_that_fails_after_training_names_its_candidate_so_gc_can_free_it
     assert plan(root, RetentionConfig(keep_refused=0)).prune[run][0] == "export"
 
 
+@pytest.mark.soak
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.slow
 def test_a_night_on_a_disk_with_less_room_than_a_candidate_needs_runs_retention_first(nightly, tmp_path, monkeypatch):
@@ -422,6 +423,7 @@ def test_decision_rows_are_a_catalog_view(tmp_path):
     assert row == ("promoted", "/c", '{"m": 1.0}')
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champion(nightly, tmp_path, prefect_api_url):
     """`gur nightly` (and its trainer) SIGKILLed once a checkpoint exists; the next night continues from it. On the

@@ -177,6 +177,7 @@ def test_build_pairs_and_evaluate_run_with_the_parameters_given_on_the_command_l
     assert p_at_1 == [(1.0,)]  # each question's nearest other question shares its tag
 
 
+@pytest.mark.soak
 def test_served_schedule_triggered_runs_and_an_interval_run(served):
     """Last in the module: it stops the module's serve process to serve the interval copy alone."""
     root, api = served.root, served.api

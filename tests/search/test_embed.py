@@ -169,6 +169,7 @@ embed_stage(documents, EmbedConfig(chosen.fingerprint, chosen.path, batch_size=2
 """
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 def test_killed_embed_resumes_to_the_same_bytes(tmp_path, models):
     from tasks.ingest.documents import IngestConfig
