@@ -28,7 +28,7 @@ from tests.helpers import REPO
 from tests.helpers.nightly_config import write_config
 from tests.helpers.servers import BIN, free_port, fresh_prefect_home, stop, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.soak]  # the server and serve process alone cost 36 worker-s
 
 
 def api_get(url: str):
@@ -177,7 +177,6 @@ def test_build_pairs_and_evaluate_run_with_the_parameters_given_on_the_command_l
     assert p_at_1 == [(1.0,)]  # each question's nearest other question shares its tag
 
 
-@pytest.mark.soak
 def test_served_schedule_triggered_runs_and_an_interval_run(served):
     """Last in the module: it stops the module's serve process to serve the interval copy alone."""
     root, api = served.root, served.api
