@@ -14,7 +14,7 @@ from samples.wiki_docs import wiki_documents, write_jsonl
 from tests.helpers.shared_data import in_ci
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")  # .ci/run installs them with apt-get
+CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")  # .ci/run installs them with apt-get for the soak tier
 
 
 def require_browser() -> None:
@@ -26,7 +26,7 @@ def require_browser() -> None:
     if missing:
         message = f"headless browser not installed: {', '.join(missing)}"
         if in_ci():
-            pytest.fail(f"{message} (CI is set: .ci/run installs chromium and chromium-driver)", pytrace=False)
+            pytest.fail(f"{message} (CI: .ci/run installs chromium with GUR_CI_SOAK=1)", pytrace=False)
         pytest.skip(message)
 
 
@@ -69,6 +69,7 @@ def test_the_first_column_says_champion_only_while_it_is(page_root, tmp_path):
     assert [column["label"] for column in page.results("Algeria")] == ["in use", "start model", "BM25"]
 
 
+@pytest.mark.soak  # CI installs Chromium only for the soak tier (.ci/run, GUR_CI_SOAK=1)
 def test_a_query_shows_three_lists_side_by_side(page_root):
     require_browser()
     from selenium import webdriver
