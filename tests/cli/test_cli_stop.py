@@ -81,14 +81,8 @@ def flow_run_states(home: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "how",
-    [
-        pytest.param("SIGTERM", marks=pytest.mark.soak),
-        pytest.param("Ctrl-C", marks=pytest.mark.soak),
-        "the trainer alone",
-    ],
-)
+@pytest.mark.soak  # in the default tier: the trainer's own checkpoint on a signal, kill -9 of gur stops the trainer
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C", "the trainer alone"])
 def test_a_stopped_gur_train_checkpoints_marks_the_run_crashed_and_resumes(tmp_path, how, migrated_prefect_db):
     root, home = tmp_path / "data", fresh_prefect_home(tmp_path / "prefect-home", migrated_prefect_db)
     write_demo_shards(root / "shuffle" / "demo", max_docs=30, max_pairs_per_doc=20, row_group_rows=64)
