@@ -49,7 +49,7 @@ setup() {
 }
 
 # Installs into .venv with uv where it can, else with pip; the output goes to .venv/install.log, a line a step
-# to stdout. uv (pinned, put into .venv by pip) resolves and installs the project's 210 packages in about 20 s
+# to stdout. uv (pinned, put into .venv by pip) resolves and installs the project's 213 packages in about 20 s
 # where pip takes about 100, most of them spent parsing the registries' index pages. uv is given pip's own
 # configuration (indexes, find-links such as a local torch wheel, constraints, the CA file) and takes the best
 # version across all indexes as pip does: both install the same versions. GUR_INSTALLER=pip uses pip alone;
