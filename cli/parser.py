@@ -147,6 +147,10 @@ methods:
           `mine-keywords` output: contrastive, KL and keyword-generation losses (--losses)
   simcse  the same encoder, batch, length and epochs, unsupervised SimCSE only (losses cl);
           on a keywords output or on any text column (--texts FILE --text-field F)
+  documents
+          fine-tune the same encoder, for long documents (manuals, wiki pages), on the newest
+          `build-pairs` split output's sentences: title -> body and inverse-cloze pairs of each
+          document, and, where the root has one, the shuffle output's GUR pairs (`gur_share`)
 
 presets (tfcsg / simcse; default auto = cpu, the measured one, on every machine; printed at the start):
   paper   the TFCSG paper: Adam lr 3e-5, batch 32, 10 epochs, max length 32, [CLS] pooling,
@@ -157,6 +161,7 @@ presets (tfcsg / simcse; default auto = cpu, the measured one, on every machine;
           keeps general similarity; simcse is never mixed); cuts the paper's 10 epochs to 1 and
           takes what measured best on a dev split
   gur: tiny (CPU tests) or small (GUR-Small, the default)
+  documents: one preset of its own (models/training/presets.py), whatever --preset names
 
 examples:
   gur mine-keywords questions.tsv --text-field title --title-field ''
@@ -164,6 +169,7 @@ examples:
   gur train --method tfcsg --preset cpu --losses cl+kl+s2s --negatives all \
       --options '{"s2s_weight": 1, "interpolate": 1}'  # the paper's losses, weights, no mix
   gur train --method simcse --texts questions.tsv --text-field title
+  gur train --method documents                          # newest split output (gur build-pairs)
   gur train --preset tiny --steps 1000                  # GUR"""
 
 
@@ -177,7 +183,13 @@ def parse_train(add: Add) -> None:
         raw=True,
         description=TRAIN_DESCRIPTION,
     )
-    p.add_argument("--method", default=METHODS[0], choices=METHODS, help="training recipe")
+    p.add_argument(
+        "--method",
+        default=METHODS[0],
+        choices=METHODS,
+        help="training recipe (methods above); documents trains on a split output's sentences: title -> body and "
+        "inverse-cloze pairs, and, where the root has one, the shuffle output's GUR pairs (`gur_share`)",
+    )
     p.add_argument("--objective", default=OBJECTIVES[0], choices=OBJECTIVES, help="gur: GUR-FULL, -LM, -CL")
     add_train_run_options(p)
     p.add_argument(
@@ -348,10 +360,10 @@ def parse_serve(add: Add) -> None:
     serve = add(
         "serve",
         help="serve the deployments (needs a Prefect server: `gur server start`, or PREFECT_API_URL)",
-        description="Serve every deployment (build-pairs, mine-keywords, train, evaluate, nightly-retrain, sts) from "
-        "this process until it is stopped; `prefect deployment run FLOW/DEPLOYMENT` starts a run, which executes "
-        "here with this process's working directory and GUR_HOME. nightly-retrain runs on a cron schedule with a "
-        "concurrency limit of 1. Needs a running Prefect server: `gur server start` (or PREFECT_API_URL set).",
+        description="Serve every deployment (build-pairs, mine-keywords, train, evaluate, nightly-retrain, sts, "
+        "embed) from this process until it is stopped; `prefect deployment run FLOW/DEPLOYMENT` starts a run, which "
+        "executes here with this process's working directory and GUR_HOME. nightly-retrain runs on a cron schedule "
+        "with a concurrency limit of 1. Needs a running Prefect server: `gur server start` (or PREFECT_API_URL set).",
     )
     serve.add_argument("--cron", default=NIGHTLY_CRON, help="nightly-retrain schedule (default: '%(default)s')")
     serve.add_argument("--timezone", default=NIGHTLY_TZ, help="timezone of the cron schedule ")

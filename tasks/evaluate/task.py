@@ -27,6 +27,7 @@ from storage.stage_output import StageOutput, ref_dir
 from tasks.evaluate.report import METRICS_SCHEMA, REPORT_CODE_VERSION, metric_label, plot_charts, render_report
 from tasks.evaluate.scoring import EVAL_CODE_VERSION, MetricValue
 from tasks.evaluate.suite import DatasetSpec, SuiteConfig, run_unit, unit_identity, unit_rows
+from tasks.runtime.artifacts import publish_or_warn
 from tasks.runtime.stage_cache import STAGE_TASK
 
 QUERIES = "queries.parquet"  # a unit's per-query values (ranking metrics), beside its metrics shard
@@ -123,28 +124,33 @@ def write_metrics(units: list[dict[str, str]], root: str, title: str = "Evaluati
 
 @task(name="publish-evaluation", cache_policy=NO_CACHE)
 def publish_evaluation(metrics: dict[str, str], root: str) -> str:
-    """Prefect table and markdown artifacts (a side effect: never cached); returns the report path."""
-    from prefect.artifacts import create_markdown_artifact, create_table_artifact
-
+    """Prefect table and markdown artifacts (a side effect: never cached; one that fails to publish is a
+    warning, never a failed run); returns the report path."""
     out = ref_dir(data_root(root), metrics)
     report = out / "report.md"
-    rows = pq.read_table(out / shard_name(0)).to_pylist()
-    table = [
-        {
-            "model": r["model"],
-            "variant": r["variant"],
-            "dataset": r["dataset"],
-            "task": r["task"],
-            "metric": r["metric"] if r["k"] is None else f"{r['metric']}@{r['k']}",
-            "value": "not run" if r["status"] != "ok" else (None if r["value"] is None else round(r["value"], 4)),
-            "n": r["n"],
-        }
-        for r in rows
-    ]
-    create_table_artifact(table=table, key="evaluation-metrics", description=f"metrics table: {out}")
-    create_markdown_artifact(
-        markdown=report.read_text(encoding="utf-8") + f"\n\nCharts and Parquet: `{out}`\n",
-        key="evaluation-report",
-        description="models side by side with published numbers",
-    )
+
+    def make() -> None:
+        from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+        rows = pq.read_table(out / shard_name(0)).to_pylist()
+        table = [
+            {
+                "model": r["model"],
+                "variant": r["variant"],
+                "dataset": r["dataset"],
+                "task": r["task"],
+                "metric": r["metric"] if r["k"] is None else f"{r['metric']}@{r['k']}",
+                "value": "not run" if r["status"] != "ok" else (None if r["value"] is None else round(r["value"], 4)),
+                "n": r["n"],
+            }
+            for r in rows
+        ]
+        create_table_artifact(table=table, key="evaluation-metrics", description=f"metrics table: {out}")
+        create_markdown_artifact(
+            markdown=report.read_text(encoding="utf-8") + f"\n\nCharts and Parquet: `{out}`\n",
+            key="evaluation-report",
+            description="models side by side with published numbers",
+        )
+
+    publish_or_warn(make, "evaluation")
     return str(Path(report))

@@ -27,6 +27,7 @@ from tasks.keywords.filter import (
     tokenize,
     tokenizer_fingerprint,
 )
+from tasks.runtime.artifacts import publish_or_warn
 from tasks.runtime.dask_cluster import map_units
 from tasks.runtime.parameters import RunOptions
 from tasks.runtime.stage_cache import STAGE_TASK
@@ -112,8 +113,9 @@ def read_texts(root, source: dict[str, str]) -> pa.Table:
 
 
 def publish_artifacts(topics: pa.Table, sweep: list[dict], summary: str) -> None:
-    """Tables and a summary in the Prefect UI; a no-op outside a run."""
-    try:
+    """Tables and a summary in the Prefect UI; one that fails to publish is a warning, never a failed stage."""
+
+    def make() -> None:
         from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
         rows = [{k: (", ".join(v) if isinstance(v, list) else v) for k, v in r.items()} for r in topics.to_pylist()]
@@ -121,8 +123,8 @@ def publish_artifacts(topics: pa.Table, sweep: list[dict], summary: str) -> None
         if sweep:
             create_table_artifact(sweep, key="keywords-k-sweep", description="coherence by K and seed")
         create_markdown_artifact(summary, key="keywords-summary")
-    except Exception as exc:  # artifacts are a convenience; never fail the stage for them
-        current_logger(__name__).debug("no Prefect artifacts: %s", exc)
+
+    publish_or_warn(make, "mine-keywords")
 
 
 def plot_markdown(plot: Path) -> str:

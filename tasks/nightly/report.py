@@ -8,11 +8,11 @@ from typing import Any
 
 from storage.fingerprint import fingerprint
 from storage.layout import recorded_path
-from storage.progress import current_logger
 from storage.shards import read_shard
 from storage.stage_output import ref_complete, ref_dir, ref_manifest
 from tasks.nightly.config import NightlyConfig
 from tasks.nightly.significance import PairedTest
+from tasks.runtime.artifacts import publish_or_warn
 
 
 def metric_key(row: dict[str, Any]) -> str:
@@ -171,9 +171,12 @@ def decision_markdown(
 
 
 def publish(markdown: str) -> None:
-    try:
+    """The decision as the `nightly-decision` artifact; one that fails to publish is a warning, never a failed
+    decision."""
+
+    def make() -> None:
         from prefect.artifacts import create_markdown_artifact
 
         create_markdown_artifact(markdown, key="nightly-decision", description="nightly-retrain decision")
-    except Exception as exc:  # never fail a decision for its artifact
-        current_logger(__name__).debug("no artifact: %s", exc)
+
+    publish_or_warn(make, "nightly-decision")

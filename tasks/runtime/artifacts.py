@@ -1,9 +1,11 @@
-"""Prefect artifacts of the `build-pairs` and `train` flows, read from the stage manifests.
+"""Prefect artifacts of the `build-pairs` and `train` flows, read from the stage manifests, and
+`publish_or_warn`, the one way every flow publishes its artifacts.
 
 The rows and the markdown are built by pure functions (tested on hand-made manifests);
-`publish_*` hands them to Prefect and never fails the flow for an artifact. Keys are fixed
-(`build-pairs-stages`, `build-pairs-outputs`, `train-report`, `train-summary`), so each flow
-run adds a new version of the same artifact in the UI.
+`publish_*` hands them to Prefect through `publish_or_warn`: an artifact that fails to publish is a
+warning in the run's log, never a failed run (build-pairs, train, mine-keywords, evaluate, sts and
+the nightly decision alike). Keys are fixed (`build-pairs-stages`, `build-pairs-outputs`,
+`train-report`, `train-summary`), so each flow run adds a new version of the same artifact in the UI.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,12 +139,13 @@ def train_markdown(root: Path, ref: dict[str, str], since: float, inline_limit: 
     return "\n".join(lines) + "\n"
 
 
-def _publish(make: Any, what: str) -> None:
-    """Call `make()` (which creates artifacts); an artifact is a convenience, never a reason to fail a run."""
+def publish_or_warn(make: Callable[[], object], what: str) -> None:
+    """Call `make()`, which builds and creates `what`'s artifacts. An artifact is a convenience: one that
+    fails to publish (a server gone, a report unreadable) is a warning in the run's log, never a failed run."""
     try:
         make()
     except Exception as exc:
-        current_logger(__name__).warning("no %s artifacts: %s", what, exc)
+        current_logger(__name__).warning("no %s artifacts: %s: %s", what, type(exc).__name__, exc)
 
 
 def publish_build_artifacts(root: Path, refs: dict[str, dict[str, str]], since: float) -> None:
@@ -153,7 +157,7 @@ def publish_build_artifacts(root: Path, refs: dict[str, dict[str, str]], since: 
         create_table_artifact(stage_rows(root, refs, since), key="build-pairs-stages", description="stages of the run")
         create_markdown_artifact(outputs_markdown(root, refs), key="build-pairs-outputs", description="Parquet")
 
-    _publish(make, "build-pairs")
+    publish_or_warn(make, "build-pairs")
 
 
 def publish_train_artifacts(root: Path, ref: dict[str, str], since: float) -> None:
@@ -165,4 +169,4 @@ def publish_train_artifacts(root: Path, ref: dict[str, str], since: float) -> No
         create_markdown_artifact(train_markdown(root, ref, since), key="train-report", description="loss and accuracy")
         create_table_artifact(train_summary_rows(root, ref, since), key="train-summary", description="run summary")
 
-    _publish(make, "train")
+    publish_or_warn(make, "train")

@@ -28,6 +28,7 @@ from storage.progress import current_logger
 from storage.shards import write_shard
 from storage.stage_output import StageOutput, ref_dir
 from tasks.evaluate.report import METRICS_SCHEMA
+from tasks.runtime.artifacts import publish_or_warn
 from tasks.runtime.stage_cache import STAGE_TASK
 from tasks.sts.data import read_sts_csv, split_holdout, sts_metrics
 from tasks.sts.families import FIXED, Family, config_record, parse_family, run_family, train_config
@@ -261,12 +262,17 @@ def sts_report(units: list[dict[str, str]], root: str) -> dict[str, str]:
 
 @task(name="publish-sts", cache_policy=NO_CACHE)
 def publish_sts(report: dict[str, str], root: str) -> str:
-    """The report as a Prefect markdown artifact (a side effect: never cached); returns its path."""
-    from prefect.artifacts import create_markdown_artifact
-
+    """The report as a Prefect markdown artifact (a side effect: never cached; one that fails to publish is a
+    warning, never a failed run); returns its path."""
     out = ref_dir(data_root(root), report)
-    text = (out / "report.md").read_text(encoding="utf-8")
-    create_markdown_artifact(
-        markdown=text + f"\n\nChart and Parquet: `{out}`\n", key="sts-report", description="supervised STS-B"
-    )
+
+    def make() -> None:
+        from prefect.artifacts import create_markdown_artifact
+
+        text = (out / "report.md").read_text(encoding="utf-8")
+        create_markdown_artifact(
+            markdown=text + f"\n\nChart and Parquet: `{out}`\n", key="sts-report", description="supervised STS-B"
+        )
+
+    publish_or_warn(make, "sts")
     return str(out / "report.md")

@@ -1,13 +1,25 @@
-"""The artifacts of `build-pairs` and `train`: pure builders on hand-made values, then real flow runs."""
+"""The artifacts of `build-pairs` and `train`: pure builders on hand-made values, then real flow runs; and every
+flow's publisher when Prefect refuses the artifact: a warning, never a failed run."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 
+import prefect.artifacts
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from storage.layout import shard_name
+from storage.stage_output import ref_dir, stage_ref
+from tasks.evaluate.report import METRICS_SCHEMA
+from tasks.evaluate.task import publish_evaluation  # before any test: Prefect's logging set-up drops caplog's handler
+from tasks.keywords.task import publish_artifacts as publish_keywords
+from tasks.nightly.report import publish as publish_decision
 from tasks.runtime.artifacts import heldout_table, stage_status
+from tasks.sts.task import publish_sts
 from tests.helpers.flow_runs import DOCS, flow_artifacts
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -75,3 +87,53 @@ def test_train_publishes_the_loss_curve_and_the_heldout_accuracy(tmp_path):
     assert fields["status"] == "built" and fields["steps"] == "6" and fields["method"] == "gur"
     assert fields["fingerprint"] == ref["fingerprint"] and fields["export"] == str(root / ref["path"] / "export")
     assert fields["heldout_acc (last)"] == f"{summary['heldout_acc'][-1][1]:.4g}"
+
+
+def evaluation_report(root) -> str:
+    """`publish_evaluation`'s own code on a hand-made metrics output (an empty table and a report)."""
+    metrics = stage_ref("evaluate-report", "0" * 16)
+    out = ref_dir(root, metrics)
+    out.mkdir(parents=True)
+    pq.write_table(METRICS_SCHEMA.empty_table(), out / shard_name(0))
+    (out / "report.md").write_text("# Evaluation\n", encoding="utf-8")
+    return publish_evaluation.fn(metrics, str(root))
+
+
+def sts_report(root) -> str:
+    report = stage_ref("sts-report", "0" * 16)
+    ref_dir(root, report).mkdir(parents=True)
+    (ref_dir(root, report) / "report.md").write_text("# STS\n", encoding="utf-8")
+    return publish_sts.fn(report, str(root))
+
+
+def keywords_tables(root) -> None:
+    return publish_keywords(pa.table({"topic": [0], "keywords": [["sort", "dict"]]}), [], "**keywords** 1 row")
+
+
+def nightly_decision(root) -> None:
+    return publish_decision("# nightly decision\n")
+
+
+@pytest.mark.parametrize(
+    ("publish", "what", "returns"),
+    [
+        (evaluation_report, "evaluation", "evaluate-report/0000000000000000/report.md"),
+        (sts_report, "sts", "sts-report/0000000000000000/report.md"),
+        (keywords_tables, "mine-keywords", None),
+        (nightly_decision, "nightly-decision", None),
+    ],
+    ids=["evaluate", "sts", "mine-keywords", "nightly"],
+)
+def test_an_artifact_that_fails_to_publish_is_a_warning_not_a_failed_run(
+    tmp_path, monkeypatch, caplog, publish, what, returns
+):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("the API refused the artifact")
+
+    for name in ("create_markdown_artifact", "create_table_artifact"):
+        monkeypatch.setattr(prefect.artifacts, name, refuse)
+    with caplog.at_level(logging.WARNING):
+        result = publish(tmp_path)
+    assert result == (str(tmp_path / returns) if returns else None)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"no {what} artifacts: RuntimeError: the API refused the artifact"]
