@@ -14,7 +14,7 @@ from models.gur.losses import GurLoss
 from models.gur.model import GurModel, preset_config
 from models.gur.pair_data import DataConfig, PairStream, bucket_files, collate, distinct_doc_batches, heldout_pairs
 from models.gur.tokenizer import GurTokenizer, load_tokenizer, train_wordpiece
-from models.training.recipe import Recipe
+from models.training.recipe import Recipe, in_loop_batches
 from storage.atomic import atomic_path
 
 if TYPE_CHECKING:
@@ -106,13 +106,17 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
     )
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     model = GurModel(mcfg, load_weights=load_weights)
-    eval_batches = []
+    dcfg = data_config(cfg)
+    eval_batches = in_loop_batches(
+        cfg,
+        rank,
+        lambda: [
+            collate(b, tok, dcfg.seq_len(bucket), None)
+            for bucket, pairs in heldout_pairs(dcfg, cfg.eval_pairs).items()
+            for b in distinct_doc_batches(pairs, cfg.eval_batch)
+        ],
+    )
     if master and cfg.eval_every:
-        dcfg = data_config(cfg)
-        for bucket, pairs in heldout_pairs(dcfg, cfg.eval_pairs).items():
-            eval_batches += [
-                collate(b, tok, dcfg.seq_len(bucket), None) for b in distinct_doc_batches(pairs, cfg.eval_batch)
-            ]
         print(f"held-out: {len(eval_batches)} batches of {cfg.eval_batch} pairs (chance {1 / cfg.eval_batch:.3f})")
         if not eval_batches:  # a batch needs eval_batch held-out documents: say why accuracy is missing
             print(

@@ -9,16 +9,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from models.training.recipe import Recipe
+from models.training.recipe import Recipe, encoder_recipe, in_loop_batches
 from storage.atomic import atomic_path
 
 if TYPE_CHECKING:
     from models.training.config import TrainConfig
-
-
-def eval_pair(model, batch):
-    q = model.embed(batch["input_ids"], batch["attention_mask"])
-    return q, model.embed(batch["kw_input_ids"], batch["kw_attention_mask"])
 
 
 def check_question_options(cfg: TrainConfig) -> tuple[str, ...]:
@@ -91,7 +86,6 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
     """TFCSG and SimCSE: a pretrained encoder on questions and their keyword sequences (models.tfcsg.model)."""
     from models.tfcsg.model import TfcsgModel
     from models.tfcsg.question_data import QuestionData, QuestionStream
-    from models.training.export import export_encoder
 
     losses = check_question_options(cfg)
     tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
@@ -106,7 +100,7 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         load_weights=load_weights,
     )
     loss = question_loss(model, cfg)
-    eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
+    eval_batches = in_loop_batches(cfg, rank, lambda: data.heldout_batches(cfg.eval_batch, cfg.eval_pairs))
     counts = data.counts()
     if rank == 0:
         print(
@@ -117,15 +111,13 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
             flush=True,
         )
 
-    def export(trained: TfcsgModel, folder: Path) -> None:
-        export_encoder(trained.encoder, tok, folder, pooling=cfg.pooling)
-
-    return Recipe(
-        model=model,
-        loss=loss,
-        stream=QuestionStream(data, rank, world),
-        eval_batches=eval_batches,
-        eval_pair=eval_pair,
+    return encoder_recipe(
+        cfg,
+        tok,
+        model,
+        loss,
+        QuestionStream(data, rank, world),
+        eval_batches,
         model_config={
             "init_from": cfg.init_from,
             "pooling": cfg.pooling,
@@ -133,7 +125,5 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
             "kl_activation": cfg.kl_activation,
             "lm_head_loaded": model.lm_head_loaded,
         },
-        export=export,
-        find_unused=True,  # the auto-encoder and the LM head train only with kl and s2s
         info={"data": counts, "lm_head_loaded": model.lm_head_loaded, "losses": list(losses)},
     )

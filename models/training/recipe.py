@@ -4,6 +4,7 @@ models/training/loop.py imports no method family; a family's `recipe` module imp
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,3 +44,47 @@ def build_recipe(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, 
     if cfg.method not in METHODS:
         raise ValueError(f"unknown method {cfg.method!r}; choose from {sorted(METHODS)}")
     return importlib.import_module(METHODS[cfg.method]).build(cfg, out, rank, world, ddp, load_weights)
+
+
+def in_loop_batches(cfg: TrainConfig, rank: int, make: Callable[[], list]) -> list:
+    """The held-out batches the loop scores every `eval_every` steps: built by rank 0 alone, none when off."""
+    return list(make()) if rank == 0 and cfg.eval_every else []
+
+
+def query_positive_pair(model, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fine-tuned encoder's in-loop accuracy: row i's query (`input_ids`) should retrieve row i's positive
+    (`kw_input_ids`: a keyword sequence, a passage, a paired sentence)."""
+    q = model.embed(batch["input_ids"], batch["attention_mask"])
+    return q, model.embed(batch["kw_input_ids"], batch["kw_attention_mask"])
+
+
+def encoder_recipe(
+    cfg: TrainConfig,
+    tok: Any,
+    model: torch.nn.Module,
+    loss: torch.nn.Module,
+    stream: Any,
+    eval_batches: list[dict[str, torch.Tensor]],
+    model_config: dict[str, Any],
+    info: dict[str, Any],
+) -> Recipe:
+    """The Recipe of a pretrained encoder fine-tuned on (query, positive) batches (tfcsg, simcse, documents):
+    `query_positive_pair` for the in-loop accuracy, the encoder exported with its tokenizer in `cfg.pooling`,
+    and DDP told that some parameters go unused (TfcsgModel's auto-encoder and LM head train only with kl and
+    s2s)."""
+    from models.training.export import export_encoder
+
+    def export(trained, folder: Path) -> None:
+        export_encoder(trained.encoder, tok, folder, pooling=cfg.pooling)
+
+    return Recipe(
+        model=model,
+        loss=loss,
+        stream=stream,
+        eval_batches=eval_batches,
+        eval_pair=query_positive_pair,
+        model_config=model_config,
+        export=export,
+        find_unused=True,
+        info=info,
+    )
