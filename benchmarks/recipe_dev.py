@@ -5,11 +5,12 @@
 The corpus ladder (benchmarks/corpus_ladder.py) reports each corpus's first night on its seeded 20% held out
 (`holdout_seed = 0`). Choosing the recipe on those records would tune to the split it reports. Here the
 candidates are compared on the ladder root's *training side* (its `holdout/*/train/` mirror, which the
-reported held-out records never enter), split again with `holdout_seed = 1`: a first night there (the
-default recipe) makes the inner suite, then each variant trains on the same split output from MiniLM and is
-scored on the inner `heldout-title` and `heldout-ict` (MRR@10), an inner page check (a held-out section's prose
--> the other sections of its page, P@1; the page read from the id's `page#section`, the inner split's seed) and
-the STS-B train guard, mixed and unmixed.
+reported held-out records never enter), split again with `holdout_seed = 1`: a first night's split and data
+stages there make the inner suite and the training input (no night trains: where the ladder root has no night
+yet, only its split and data stages run too, the very ones its night then reuses), then each variant trains on
+the same split and shuffle outputs from MiniLM and is scored on the inner `heldout-title` and `heldout-ict`
+(MRR@10), an inner page check (a held-out section's prose -> the other sections of its page, P@1; the page
+read from the id's `page#section`, the inner split's seed) and the STS-B train guard, mixed and unmixed.
 
 Variants (`--variants`, comma-separated): `default` (the preset as it is), `coin` (the first default: one pair
 per document an epoch, passages of 128 tokens), `each` (a title pair and an ICT pair of every document an
@@ -17,7 +18,11 @@ epoch: twice the steps), `title` (title -> body only), `title-lr6` (title pairs 
 (title pairs, passages of 256 tokens: the length the evaluation embeds), `title-p256-clustered` (title-p256
 with batches filled cluster by cluster by the start model: models/documents/clusters.py), `masked` (the default
 with a page's other sections no negatives: models/documents/pages.py), `pages` (`masked` with clusters of pages,
-each page's sections spread over its cluster's batches), `random-masked` (`masked` with random batches).
+each page's sections spread over its cluster's batches), `random-masked` (`masked` with random batches),
+`gur-night` and `gur-night-cl` (a `method = "gur"` night's training: GUR's span-infilling LM and contrastive
+losses, or the contrastive loss alone, on the same pairs from the same start, 15 minutes each), `no-gur` (the
+default without GUR's pairs: `gur_share = 0`), `gur-20`, `gur-33`, `gur-50` (GUR's LCS pairs of the
+night's shuffle output as 20%, 33% or 50% of the batches, on top of the structure pairs' epoch).
 Figures are wall time on whatever machine runs it; run nothing else heavy beside it.
 """
 
@@ -53,7 +58,15 @@ VARIANTS = {
     # the default with clusters of pages, each page's sections spread over its cluster's batches, and masked
     "pages": {"same_page": "masked", "sampling": "clustered-pages"},
     "random-masked": {"same_page": "masked", "sampling": "random"},  # random batches, masked
+    # the structure pairs of the default and GUR's LCS pairs as a share of the batches (models/documents/gur_pairs.py)
+    "no-gur": {"gur_share": 0.0},
+    "gur-20": {"gur_share": 0.2},
+    "gur-33": {"gur_share": 1 / 3},
+    "gur-50": {"gur_share": 0.5},
 }
+# GUR's own recipe on the night's pairs from the start model, as `method = "gur"` nights train it (15 minutes):
+# the span-infilling LM with the contrastive task, or the contrastive task alone: does the LM add?
+GUR_VARIANTS = {"gur-night": "lm+cl", "gur-night-cl": "cl"}
 TITLE, ICT, PAGE, STS = "inner title MRR@10", "inner ICT MRR@10", "inner page P@1", "STS-B train rho"
 
 
@@ -79,6 +92,22 @@ def inner_labelled(corpus: Path, out: Path) -> Path:
     return out
 
 
+def prepare(root: Path) -> dict[str, dict[str, str]]:
+    """A first night's split and data stages in `root` (its `nightly.toml`), and the start it would train from,
+    without the training, scoring or search: the held-out suite and the training inputs (data_stages)."""
+    from flows.nightly_retrain import data_stages, resolve_method, start_of
+    from storage.champion import read_start, record_start
+    from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.holdout import gate_suite
+
+    cfg = load_nightly_config(root / "nightly.toml")
+    cfg, _ = gate_suite(cfg, root)
+    cfg = resolve_method(cfg)
+    if read_start(root) is None:
+        record_start(root, start_of(cfg, None), cfg.source)
+    return data_stages(cfg, root)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", required=True, help="the corpus ladder's workdir (its first night has run)")
@@ -87,15 +116,20 @@ def main() -> None:
     parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
     args = parser.parse_args()
 
+    from corpus_ladder import build_corpus
     from gate_ladder import _value, score
 
-    from flows.nightly_retrain import nightly_retrain
     from flows.train import train_flow
     from storage.champion import read_start
     from storage.stage_output import ref_dir
     from tasks.nightly.holdout import HoldoutConfig, split_corpus
 
     work = Path(args.workdir) / args.corpus
+    ladder_corpus, _, _ = build_corpus(args.corpus, Path(args.workdir))
+    if not list((work / "data").glob("holdout/*/train")):  # the ladder's root: its split, as its night splits
+        (work / "data").mkdir(parents=True, exist_ok=True)
+        (work / "data" / "nightly.toml").write_text(f'[corpus]\npath = "{ladder_corpus}"\n', encoding="utf-8")
+        prepare(work / "data")
     corpus = inner_corpus(work / "data", work / "inner" / "corpus")
     root = work / "inner" / "data"
     if not (root / "nightly.toml").exists():
@@ -103,10 +137,9 @@ def main() -> None:
         (root / "nightly.toml").write_text(
             f'[corpus]\npath = "{corpus}"\n\n[evaluate]\nholdout_seed = 1\n', encoding="utf-8"
         )
-    if read_start(root) is None:  # no night has begun training yet
-        started = time.time()
-        nightly_retrain(root=str(root))
-        print(f"inner night: {time.time() - started:.0f} s wall", flush=True)
+    started = time.time()
+    inputs = prepare(root)  # cached after the first time
+    print(f"inner split and data stages: {time.time() - started:.0f} s wall", flush=True)
     start = read_start(root)["export"]  # the model the night's candidate trained from
     suites = {
         TITLE: ("beir", str(next(root.glob("holdout/*/heldout-title")))),
@@ -119,7 +152,22 @@ def main() -> None:
     models = {"MiniLM (start)": start}
     for name in args.variants.split(","):
         started = time.time()
-        ref = train_flow(method="documents", root=str(root), init_from=start, options=VARIANTS[name])
+        if name in GUR_VARIANTS:  # a `method = "gur"` night's training on the same pairs, one objective
+            from tasks.nightly.recipe import GUR_NIGHT
+
+            ref = train_flow(
+                method="gur", root=str(root), init_from=start, options=GUR_NIGHT, objective=GUR_VARIANTS[name],
+                shards=inputs["data"],
+            )  # fmt: skip
+        else:
+            ref = train_flow(
+                method="documents",
+                root=str(root),
+                init_from=start,
+                options=VARIANTS[name],
+                shards=inputs["split"],
+                pairs=inputs["data"],
+            )
         manifest = json.loads((ref_dir(root, ref) / "_manifest.json").read_text(encoding="utf-8"))
         models[name] = str(ref_dir(root, ref) / "export")
         if manifest.get("unmixed"):

@@ -42,14 +42,15 @@ from tasks.nightly.report import decision_markdown, metrics_by_model, night_data
 from tasks.runtime.catalog import handed_up, update_catalog
 
 
-def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, str]:
-    """The training input for the method: a keywords output (tfcsg), the documents' sentences (documents: a
-    split output) or a shuffle output (gur)."""
+def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, dict[str, str]]:
+    """The training inputs for the method: `data`, what the night is judged new by and the champion records (a
+    keywords output for tfcsg, else the shuffle output `build-pairs` ends with), and for documents `split`, the
+    sentences its title and inverse-cloze pairs come from (its GUR pairs come from `data`)."""
     c = cfg.corpus
     if cfg.train.method == "tfcsg":
         from flows.mine_keywords import mine_keywords
 
-        return mine_keywords(
+        keywords = mine_keywords(
             input_path=c.path,
             **c.reader_fields(),
             unit=cfg.keywords.unit,
@@ -57,10 +58,11 @@ def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, str]:
             warm_start=cfg.keywords.warm_start,
             root=str(base),
         )
+        return {"data": keywords}
     from flows.build_pairs import build_pairs
 
     refs = build_pairs(input_path=c.path, **c.reader_fields(), root=str(base))
-    return refs["sentences"] if cfg.train.method == "documents" else refs["shards"]
+    return {"data": refs["shards"], **({"split": refs["sentences"]} if cfg.train.method == "documents" else {})}
 
 
 def resolve_method(cfg: NightlyConfig) -> NightlyConfig:
@@ -148,16 +150,20 @@ def failed(base: Path, name: str, state: NightState, exc: Exception) -> None:
 
 
 def train_candidate(
-    cfg: NightlyConfig, base: Path, data: dict[str, str], champion: dict[str, Any] | None
+    cfg: NightlyConfig, base: Path, inputs: dict[str, dict[str, str]], champion: dict[str, Any] | None
 ) -> tuple[dict[str, str], str, str]:
     """(train output, candidate export, the model it is judged against): warm-started from the model in use (the
-    champion, else the configured init, else MiniLM); `method = "gur"` with GUR_NIGHT's settings and time budget."""
+    champion, else the configured init, else MiniLM); `method = "gur"` with GUR_NIGHT's settings and time budget;
+    documents on the split's sentences and the night's own shuffle output (`inputs`: data_stages)."""
     from flows.train import train_flow
     from tasks.nightly.recipe import GUR_NIGHT
 
     t = cfg.train
     init = start_of(cfg, champion)
+    data = inputs["data"]
     kwargs: dict[str, Any] = {"keywords": data["fingerprint"]} if t.method == "tfcsg" else {"shards": data}
+    if t.method == "documents":
+        kwargs = {"shards": inputs["split"], "pairs": data}
     ref = train_flow(
         method=t.method,
         preset=t.preset if t.preset != "auto" or t.method != "gur" else None,
@@ -249,7 +255,8 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState, made: l
     cfg = resolve_method(cfg)
     if champion is None:  # the model in use until a promotion: recorded, so embed, search and `gur models` say so
         record_start(base, start_of(cfg, None), cfg.source)
-    data = data_stages(cfg, base)
+    inputs = data_stages(cfg, base)
+    data = inputs["data"]
     night = night_data(base, data, started)
     settings = training_settings(cfg)
     if champion and champion.get("data") == data and champion.get("settings") == settings:
@@ -265,7 +272,7 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState, made: l
             started=started,
             made=made,
         )
-    ref, candidate, reference = train_candidate(cfg, base, data, champion)
+    ref, candidate, reference = train_candidate(cfg, base, inputs, champion)
     state.candidate = candidate
     judged = judge_candidate(cfg, base, suite, candidate, reference)
     decision, metrics, g = judged.decision, judged.metrics, judged.gate

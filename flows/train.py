@@ -1,4 +1,5 @@
-"""The `train` flow: one training run, `method` gur (shard pairs), tfcsg (keywords) or simcse (texts)."""
+"""The `train` flow: one training run, `method` gur (shard pairs), tfcsg (keywords), simcse (texts) or documents
+(a split output's sentences, and a shuffle output's GUR pairs)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,29 @@ def question_source(base, keywords: str | None, texts: str | None, method: str) 
             raise FileNotFoundError(f"no complete keywords output {keywords!r} under {base} (see `gur catalog`)")
         return ref
     return latest_ref(base, "keywords")
+
+
+def gur_pairs_source(base, config: dict[str, Any], pairs: dict[str, str] | None, split: dict[str, str]) -> None:
+    """A documents run with `gur_share` > 0 trains on a shuffle output's GUR pairs too: `pairs`, else the newest
+    complete one under the root. Its fingerprint goes into the config (`gur_pairs`), so the run's own fingerprint
+    and lineage name it. Without one (a sentences file, a root where build-pairs never shuffled), the run trains
+    on the structure pairs alone and says so."""
+    if config.get("gur_share", 0.0) <= 0:
+        config.pop("gur_pairs", None)
+        return
+    if pairs is None and not config.get("gur_pairs"):
+        try:
+            pairs = latest_ref(base, "shuffle") if split["stage"] != "file" else None
+        except FileNotFoundError:
+            pairs = None
+    if pairs is not None:
+        if not ref_complete(base, pairs):
+            raise FileNotFoundError(f"no complete shuffle output {pairs['path']!r} under {base} (see `gur catalog`)")
+        config["gur_pairs"] = pairs["fingerprint"]
+    elif not config.get("gur_pairs"):
+        print("train: no shuffle output to take GUR's pairs from (run build-pairs); training on the documents' "
+              "title and inverse-cloze pairs alone")  # fmt: skip
+        config["gur_share"] = 0.0
 
 
 def resolve_config(
@@ -90,6 +114,7 @@ def train_flow(
     nproc: int = 0,
     keywords: str | None = None,
     texts: str | None = None,
+    pairs: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Train (or resume, or reuse) a model.
 
@@ -101,7 +126,8 @@ def train_flow(
     preset paper / cpu / auto (auto = cpu on every machine; models/training/presets.py); `steps`
     replaces the preset's epochs. `method="documents"`: (query, passage) pairs of long documents from a split
     output `shards` (default the newest complete one) or a sentences Parquet file `texts`, fine-tuning `init_from`
-    (default MiniLM), one preset (models/documents/). `options` sets any other TrainConfig field.
+    (default MiniLM), one preset (models/documents/), with GUR's LCS pairs from the shuffle output `pairs` (default
+    the newest complete one) as `gur_share` of the batches. `options` sets any other TrainConfig field.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, not {method!r}")
@@ -111,6 +137,7 @@ def train_flow(
         source = shards or latest_ref(base, "shuffle")
     elif method == "documents":
         source = shards or (file_ref(texts) if texts else latest_ref(base, "split"))
+        gur_pairs_source(base, config, pairs, source)
     else:
         source = shards or question_source(base, keywords, texts, method)
     labels = {"method": method, "variant": variant if method == "gur" else config["preset"]}

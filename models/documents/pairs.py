@@ -21,6 +21,9 @@ to `max_len` tokens, passages to `passage_len` ([CLS] and [SEP] included); a pas
 where a section says what it is about.
 A document is held out of training (scored in-loop only) when a seeded hash of its id is below
 `heldout_fraction`.
+
+With `gur_shards` (a shuffle output) and `gur_share` > 0, that share of the batches are GUR's LCS pairs of the
+same documents instead (gur_pairs.py), cut to `max_len` on both sides, their document and page masked too.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from models.documents.gur_pairs import GurOrder, GurPairs, load_gur_pairs, split_index, total_steps
 from models.gur.pair_data import is_heldout
 
 KINDS = ("title", "ict")
@@ -64,6 +68,8 @@ class DocumentPairConfig:
     heldout_fraction: float = 0.02
     sampling: str = "random"  # QuestionStream's order: seeded random, or `clustered` (models/documents/clusters.py)
     same_page: str = "negative"  # or `masked`: a section's in-batch negatives leave out its page's other sections
+    gur_shards: str = ""  # a shuffle output folder: GUR's LCS pairs (gur_pairs.py)
+    gur_share: float = 0.0  # the share of the batches that are GUR pairs (with `gur_shards`)
 
 
 @dataclass
@@ -132,6 +138,10 @@ class DocumentPairs:
             raise ValueError(f"sampling must be one of {SAMPLINGS} for documents, got {config.sampling!r}")
         if config.same_page not in SAME_PAGE:
             raise ValueError(f"same_page must be one of {SAME_PAGE}, got {config.same_page!r}")
+        if not 0 <= config.gur_share < 1:
+            raise ValueError(f"gur_share must be within [0, 1), got {config.gur_share}")
+        if config.gur_share > 0 and not config.gur_shards:
+            raise ValueError("gur_share > 0 needs gur_shards: a shuffle output folder (GUR's pairs)")
         self.config = config
         self.kinds = parse_kinds(config.kinds)
         self.tok = tokenizer
@@ -150,6 +160,16 @@ class DocumentPairs:
                 f"{config.source}: no document gives a training pair ({len(docs)} documents; a pair needs a title "
                 f"and a body, or a body of two sentences for {self.kinds})"
             )
+        self.gur: GurPairs | None = None
+        if config.gur_share > 0:
+            numbers = {doc_id: i for i, doc_id in enumerate(docs.ids)}
+            self.gur = load_gur_pairs(config.gur_shards, numbers, config.heldout_fraction, config.seed)
+            if not len(self.gur):
+                raise ValueError(
+                    f"{config.gur_shards}: no GUR pair of a training document of {config.source} "
+                    f"({self.gur.unknown} of documents the split does not hold, {self.gur.heldout} held out): "
+                    "is it the shuffle output of the same build? gur_share = 0 trains without them"
+                )
 
     def _rows(self, documents: np.ndarray) -> np.ndarray:
         if self.config.draw in ONE_A_DOCUMENT:
@@ -218,6 +238,11 @@ class DocumentPairs:
             "no_pair": self.unusable,
             "with_title": sum("title" in k for k in kinds),
             "with_ict": sum("ict" in k for k in kinds),
+            **(
+                {"gur_pairs": len(self.gur), "gur_unknown": self.gur.unknown, "gur_heldout": self.gur.heldout}
+                if self.gur is not None
+                else {}
+            ),
         }
 
     def _encode(self, texts: list[str], length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -238,6 +263,17 @@ class DocumentPairs:
         batch["topics"], batch["text_ids"] = torch.as_tensor(groups), torch.as_tensor(numbers)
         return batch
 
+    def collate_gur(self, pairs: list[tuple[str, str, int]]) -> dict[str, torch.Tensor]:
+        """A batch of GUR pairs (query, passage, document number) in `collate`'s layout: both sentences cut to
+        `max_len`, the pairs' documents (and pages, `masked`) no negatives of each other."""
+        batch: dict[str, Any] = {}
+        batch["input_ids"], batch["attention_mask"] = self._encode([q for q, _, _ in pairs], self.config.max_len)
+        batch["kw_input_ids"], batch["kw_attention_mask"] = self._encode([p for _, p, _ in pairs], self.config.max_len)
+        numbers = np.array([d for _, _, d in pairs], dtype=np.int64)
+        groups = self.pages[numbers] if self.config.same_page == "masked" else numbers
+        batch["topics"], batch["text_ids"] = torch.as_tensor(groups), torch.as_tensor(numbers)
+        return batch
+
     def heldout_batches(self, batch_size: int, limit: int) -> list[dict[str, torch.Tensor]]:
         rows = self.heldout_rows[:limit]
         starts = range(0, len(rows) - batch_size + 1, batch_size)
@@ -246,26 +282,35 @@ class DocumentPairs:
 
 class DocumentStream:
     """`QuestionStream`'s seeded order over documents, with the epoch handed to `collate` (a document's pair
-    kind and ICT sentence change from epoch to epoch). `state_dict` is the global batch counter."""
+    kind and ICT sentence change from epoch to epoch), and with `gur_share` GUR pair batches among them on a fixed
+    schedule (gur_pairs.py). `state_dict` is the global batch counter."""
 
     def __init__(self, data: DocumentPairs, rank: int = 0, world_size: int = 1):
         from models.tfcsg.question_data import QuestionStream
 
         self.data = data
         self.order = QuestionStream(data, rank, world_size)
+        self.share = data.config.gur_share if data.gur is not None else 0.0
+        self.gur = (
+            GurOrder(data.gur, data.config.batch_size, data.config.seed, rank, world_size) if self.share else None
+        )
+        self.index = 0  # global batches drawn, of both kinds
 
     def steps_for(self, epochs: float) -> int:
-        return self.order.steps_for(epochs)
+        """Optimizer steps that show every document's structure pair `epochs` times, GUR batches on top."""
+        return total_steps(self.order.steps_for(epochs), self.share)
 
     def next_batch(self) -> tuple[str, dict[str, torch.Tensor]]:
-        index = self.order.batch_index
+        gur, index = split_index(self.index, self.share)
+        self.index += 1
+        if gur:
+            return "gur-pairs", self.data.collate_gur(self.gur.batch(index))
         rows = self.order.rows(index)
-        self.order.batch_index += 1
         first = index * self.order.global_batch + self.order.rank * self.data.config.batch_size
         return "documents", self.data.collate(rows, epoch=first // len(self.data.train_rows))
 
     def state_dict(self) -> dict[str, Any]:
-        return self.order.state_dict()
+        return {"batch_index": self.index}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.order.load_state_dict(state)
+        self.index = int(state["batch_index"])

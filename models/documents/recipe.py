@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.training.recipe import Recipe
+from models.training.recipe import Recipe, encoder_recipe, in_loop_batches
 
 if TYPE_CHECKING:
     from models.training.config import TrainConfig
@@ -20,8 +20,7 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
     the same document masked)."""
     from models.documents.pairs import DocumentPairConfig, DocumentPairs, DocumentStream
     from models.tfcsg.model import TfcsgLoss, TfcsgModel
-    from models.tfcsg.recipe import eval_pair, question_tokenizer
-    from models.training.export import export_encoder
+    from models.tfcsg.recipe import question_tokenizer
 
     if not cfg.init_from:
         raise ValueError("method 'documents' fine-tunes a pretrained encoder: set init_from to its folder")
@@ -44,6 +43,8 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
             heldout_fraction=cfg.heldout_fraction,
             sampling=cfg.sampling,
             same_page=cfg.same_page,
+            gur_shards=cfg.shards if cfg.gur_share > 0 else "",
+            gur_share=cfg.gur_share,
         ),
         tok,
     )
@@ -53,37 +54,42 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         cluster_batches(data, cfg, out, tok, max_len, rank, ddp)
     model = TfcsgModel(cfg.init_from, pooling=cfg.pooling, dropout=cfg.dropout, load_weights=load_weights)
     loss = TfcsgLoss(model, "kw", temperature=cfg.temperature, negatives="topic-masked")
-    eval_batches = data.heldout_batches(cfg.eval_batch, cfg.eval_pairs) if rank == 0 and cfg.eval_every else []
+    eval_batches = in_loop_batches(cfg, rank, lambda: data.heldout_batches(cfg.eval_batch, cfg.eval_pairs))
     counts = data.counts()
     if rank == 0:
         cut = f" (the start model has {positions} positions)" if passage_len < cfg.passage_len else ""
         print(f"{describe(counts, len(eval_batches), cfg.eval_batch)}; queries cut to {max_len} tokens, passages "
               f"to {passage_len}{cut}", flush=True)  # fmt: skip
+        if data.gur is not None:
+            print(f"documents: {cfg.gur_share:.0%} of the batches GUR's pairs (both sentences cut to {max_len} "
+                  f"tokens), on top of the structure pairs' epochs", flush=True)  # fmt: skip
 
-    def export(trained, folder: Path) -> None:
-        export_encoder(trained.encoder, tok, folder, pooling=cfg.pooling)
-
-    return Recipe(
-        model=model,
-        loss=loss,
-        stream=DocumentStream(data, rank, world),
-        eval_batches=eval_batches,
-        eval_pair=eval_pair,
+    return encoder_recipe(
+        cfg,
+        tok,
+        model,
+        loss,
+        DocumentStream(data, rank, world),
+        eval_batches,
         model_config={"init_from": cfg.init_from, "pooling": cfg.pooling, "pair_kinds": cfg.pair_kinds},
-        export=export,
-        find_unused=True,  # TFCSG's auto-encoder and LM head are not trained here
         info={"data": counts, "losses": ["kw"]},
     )
 
 
 def describe(counts: dict[str, int], eval_batches: int, eval_batch: int) -> str:
     """The run's first line about its data."""
-    return (
+    line = (
         f"documents: {counts['train_documents']} to train on, {counts['train_rows']} pairs an epoch "
         f"({counts['with_title']} with a title, {counts['with_ict']} with two sentences or more), "
         f"{counts['heldout_rows']} held out ({eval_batches} batches of {eval_batch}), "
         f"{counts['no_pair']} without a pair"
     )
+    if "gur_pairs" in counts:
+        line += (
+            f"; GUR's pairs: {counts['gur_pairs']} of training documents ({counts['gur_heldout']} held out, "
+            f"{counts['gur_unknown']} of documents the split does not hold)"
+        )
+    return line
 
 
 def cluster_batches(data, cfg: TrainConfig, out: Path, tok, max_len: int, rank: int, ddp: bool) -> None:

@@ -17,7 +17,7 @@ DEFAULT_PROMPTS = (
 @dataclass
 class TrainConfig:
     out_dir: str
-    shards: str  # gur: the shuffle stage folder; tfcsg / simcse: unused (see `questions`)
+    shards: str  # gur: the shuffle stage folder; documents: the one its GUR pairs come from (`gur_pairs`)
     method: str = train_presets.METHODS[0]  # gur | tfcsg | simcse (models.tfcsg.model) | documents
     preset: str = "tiny"
     objective: str = train_presets.OBJECTIVES[0]  # lm+cl (GUR-FULL), cl (the paper's GUR-LM), lm (GUR-CL)
@@ -101,6 +101,11 @@ class TrainConfig:
     pair_draw: str = "coin"  # one pair per document an epoch (coin, title-first), or `each` kind it has
     passage_len: int = 128
     same_page: str = "negative"  # or `masked`: sections of one page (its ids' `page#section`) are not negatives
+    # documents: GUR's LCS pairs from a shuffle output (`gur_pairs`, its fingerprint; the task resolves it into
+    # `shards`) as a `gur_share` of the training batches, on top of the structure pairs' epochs
+    # (models/documents/gur_pairs.py).
+    gur_pairs: str = ""
+    gur_share: float = 0.0
 
     def model_head(self) -> str:
         if self.head not in ("auto", "mlp", "none"):

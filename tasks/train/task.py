@@ -55,6 +55,8 @@ LATER_FIELDS = {
     "pair_draw": "coin",
     "passage_len": 128,
     "same_page": "negative",
+    "gur_pairs": "",
+    "gur_share": 0.0,
 }
 INPUT_STAGES = {
     "gur": ("shuffle",),
@@ -226,6 +228,9 @@ def train_stage(
     out = stage.dir
     key = "shards" if method == "gur" else "questions"
     cfg = train_config(config, out_dir=str(out), **{key: str(where)})
+    pairs = gur_pairs_ref(cfg)
+    if pairs:
+        cfg = dataclasses.replace(cfg, shards=str(source_dir(stage.root, pairs)))
     if cfg.replay_since:
         replay = {"stage": "keywords", "fingerprint": check_fingerprint(cfg.replay_since, "replay_since")}
         replay["path"] = f"keywords/{replay['fingerprint']}"
@@ -233,7 +238,7 @@ def train_stage(
     summary = run_training(out, dataclasses.asdict(cfg), nproc, logger)
     final = summary.get("final", {})
     extra = {"objective": cfg.objective} if method == "gur" else {"losses": cfg.losses, "negatives": cfg.negatives}
-    upstream = [source] if source["stage"] != "file" else []
+    upstream = [r for r in (source, pairs) if r and r["stage"] != "file"]
     if source["stage"] == "keywords":
         extra["keywords_fingerprint"] = source["fingerprint"]
     label_export(out / "export", labels or {}, train_fingerprint=fp, step=summary["step"], **extra)
@@ -241,7 +246,7 @@ def train_stage(
     return stage.finish(
         code_version=TRAIN_CODE_VERSION,
         config=as_recorded(stage.root, {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS}),
-        inputs={source["stage"]: source["path"]},
+        inputs={source["stage"]: source["path"], **({"shuffle": pairs["path"]} if pairs else {})},
         upstream=upstream,
         tables={"train_metrics": "metrics.parquet"},
         rows={"steps": summary["step"], "metrics": len(summary.get("heldout_acc", [])), **summary.get("data", {})},
@@ -256,6 +261,16 @@ def train_stage(
             "final": final,
         },
     )
+
+
+def gur_pairs_ref(cfg) -> dict[str, str] | None:
+    """A documents run's second input: the shuffle output its GUR pairs come from (`gur_pairs`, a fingerprint),
+    when it trains on them (`gur_share` > 0)."""
+    if cfg.method != "documents" or cfg.gur_share <= 0:
+        return None
+    if not cfg.gur_pairs:
+        raise ValueError("gur_share > 0 needs gur_pairs: the fingerprint of a shuffle output (GUR's pairs)")
+    return stage_ref("shuffle", check_fingerprint(cfg.gur_pairs, "gur_pairs"))
 
 
 def mix_with_start(
@@ -279,6 +294,7 @@ def mix_with_start(
     )
     interpolate_export(base_dir / "export", cfg.init_from, cfg.interpolate, stage.dir / "export")
     base_manifest = ref_manifest(stage.root, base)
+    pairs = gur_pairs_ref(cfg)
     info = json.loads((base_dir / "export" / "gur_export.json").read_text(encoding="utf-8"))
     label_export(
         stage.dir / "export",
@@ -293,8 +309,12 @@ def mix_with_start(
     return stage.finish(
         code_version=TRAIN_CODE_VERSION,
         config=as_recorded(stage.root, {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUNTIME_KEYS}),
-        inputs={source["stage"]: source["path"], "unmixed": base["path"]},
-        upstream=[r for r in (source, base) if r["stage"] != "file"],
+        inputs={
+            source["stage"]: source["path"],
+            **({"shuffle": pairs["path"]} if pairs else {}),
+            "unmixed": base["path"],
+        },
+        upstream=[r for r in (source, pairs, base) if r and r["stage"] != "file"],
         tables={},
         rows=base_manifest.get("rows", {}),
         drops={},

@@ -312,6 +312,11 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     assert night["decision"] == "promoted", night["reason"]
     manifest = json.loads((Path(night["candidate"]).parent / "_manifest.json").read_text())
     assert manifest["config"]["method"] == "documents" and manifest["inputs"].get("split")
+    # GUR's pairs: the night's own shuffle output, named in the run's inputs and lineage
+    shuffle = manifest["inputs"]["shuffle"]
+    ref = {"stage": "shuffle", "fingerprint": manifest["config"]["gur_pairs"], "path": shuffle}
+    assert ref in manifest["upstream"]
+    assert manifest["config"]["gur_share"] > 0 and manifest["rows"]["gur_pairs"] > 0
     assert (
         night["candidate_metrics"]["heldout-title/retrieval/mrr@10"]
         > night["champion_metrics"]["heldout-title/retrieval/mrr@10"]
