@@ -37,25 +37,46 @@ def question_source(base, keywords: str | None, texts: str | None, method: str) 
 
 def gur_pairs_source(base, config: dict[str, Any], pairs: dict[str, str] | None, split: dict[str, str]) -> None:
     """A documents run with `gur_share` > 0 trains on a shuffle output's GUR pairs too: `pairs`, else the newest
-    complete one under the root. Its fingerprint goes into the config (`gur_pairs`), so the run's own fingerprint
-    and lineage name it. Without one (a sentences file, a root where build-pairs never shuffled), the run trains
-    on the structure pairs alone and says so."""
+    complete one mined from the split output it trains on (through the manifests' lineage). Its fingerprint goes
+    into the config (`gur_pairs`), so the run's own fingerprint and lineage name it. Without one (a sentences file,
+    a split never paired and shuffled), the run trains on the structure pairs alone and says so."""
     if config.get("gur_share", 0.0) <= 0:
         config.pop("gur_pairs", None)
         return
-    if pairs is None and not config.get("gur_pairs"):
-        try:
-            pairs = latest_ref(base, "shuffle") if split["stage"] != "file" else None
-        except FileNotFoundError:
-            pairs = None
-    if pairs is not None:
-        if not ref_complete(base, pairs):
-            raise FileNotFoundError(f"no complete shuffle output {pairs['path']!r} under {base} (see `gur catalog`)")
-        config["gur_pairs"] = pairs["fingerprint"]
-    elif not config.get("gur_pairs"):
-        print("train: no shuffle output to take GUR's pairs from (run build-pairs); training on the documents' "
-              "title and inverse-cloze pairs alone")  # fmt: skip
+    if config.get("gur_pairs"):  # named in the options: the task checks it
+        return
+    if pairs is None:
+        pairs = shuffle_of(base, split)
+    elif not ref_complete(base, pairs):
+        raise FileNotFoundError(f"no complete shuffle output {pairs['path']!r} under {base} (see `gur catalog`)")
+    if pairs is None:
+        print("train: no shuffle output mined from this split to take GUR's pairs from (run build-pairs); training "
+              "on the documents' title and inverse-cloze pairs alone")  # fmt: skip
         config["gur_share"] = 0.0
+        return
+    config["gur_pairs"] = pairs["fingerprint"]
+
+
+def shuffle_of(base, split: dict[str, str]) -> dict[str, str] | None:
+    """The newest complete shuffle output whose pairs were mined from `split`, or None."""
+    import json
+
+    from storage.layout import MANIFEST
+    from tasks.evaluate.overlap import mined_from
+
+    if split["stage"] != "split":
+        return None
+    found: list[tuple[float, str]] = []
+    for path in (base / "shuffle").glob(f"*/{MANIFEST}"):
+        ref = {"stage": "shuffle", "fingerprint": path.parent.name, "path": f"shuffle/{path.parent.name}"}
+        if ref_complete(base, ref) and mined_from(base, ref) == split:
+            found.append(
+                (float(json.loads(path.read_text(encoding="utf-8")).get("finished_at", 0.0)), ref["fingerprint"])
+            )
+    if not found:
+        return None
+    fingerprint = max(found)[1]
+    return {"stage": "shuffle", "fingerprint": fingerprint, "path": f"shuffle/{fingerprint}"}
 
 
 def resolve_config(

@@ -163,11 +163,18 @@ def test_gur_train_documents_reads_the_roots_shuffle_output_and_names_it_in_mani
     )
     assert plain["fingerprint"] != ref["fingerprint"]
     assert "shuffle" not in read_manifest(root / plain["path"])["inputs"]
+    # a newer build of another corpus in the root: a run on the first split still takes the first split's pairs
+    other = build_pairs(input_path=str(write_jsonl(tmp_path / "other.jsonl", wiki[:30])), root=str(root))
+    assert other["shards"] != shuffle
+    again = train_flow(
+        method="documents", root=str(root), init_from=str(model), steps=4, options=options, shards=refs["sentences"]
+    )
+    assert again == ref
     capsys.readouterr()
     texts = next((root / refs["sentences"]["path"]).glob("part-*.parquet"))
     alone = train_flow(
         method="documents", root=str(root), init_from=str(model), steps=4, options=options, texts=str(texts)
     )
     said = capsys.readouterr()  # the flow logs its prints
-    assert "no shuffle output to take GUR's pairs from" in said.out + said.err
+    assert "no shuffle output mined from this split" in said.out + said.err
     assert read_manifest(root / alone["path"])["config"]["gur_share"] == 0.0
