@@ -13,6 +13,9 @@ candidate's unmixed run (the recipe before its mix toward the start):
   documentation, manual pages: a section's prose -> the other sections of its page, P@1) or a title's tag
   (StackOverflow, the night's own suite);
 - the guard: STS-B train Spearman.
+`--variants` adds a row per documents recipe variant (benchmarks/recipe_dev.py's names, e.g. `gur-33`: a third
+of the batches GUR's pairs), each trained from the start on the night's own split output and the shuffle output
+mined from it, and scored on the same records (rows to compare, never what chose the default: recipe_dev.py's inner splits do).
 `--method` names the night's method instead of `auto` (a root of its own: `data-<method>`), e.g. `gur`: GUR's
 LCS pairs and losses warm-started from MiniLM within the night's time budget. Each row says whether the
 night's gate promoted it, and whether a gate on the labelled check (margin 0,
@@ -220,7 +223,32 @@ def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = 
     return {**first, **{k: recorded_path(root, first[k]) for k in ("candidate", "champion")}}
 
 
-def ladder(name: str, work: Path, stsb: Path, method: str = "auto") -> dict:
+def variant_rows(root: Path, night: dict, manifest: dict, variants: list[str]) -> dict[str, str]:
+    """{row name: export} of documents variants trained from the night's start on the night's split output (the
+    candidate's own) and the shuffle output mined from it."""
+    from recipe_dev import VARIANTS
+
+    from flows.train import shuffle_of, train_flow
+    from storage.stage_output import ref_dir
+
+    if not variants:
+        return {}
+    if manifest["config"]["method"] != "documents":
+        raise SystemExit("--variants are documents recipe variants: the night trained " + manifest["config"]["method"])
+    split_path = manifest["inputs"]["split"]
+    split = {"stage": "split", "fingerprint": Path(split_path).name, "path": split_path}
+    pairs = shuffle_of(root, split)  # the GUR pairs the night mined from it
+    rows = {}
+    for name in variants:
+        ref = train_flow(
+            method="documents", root=str(root), init_from=night["champion"], options=VARIANTS[name], shards=split,
+            pairs=pairs,
+        )  # fmt: skip
+        rows[f"documents {name}"] = str(ref_dir(root, ref) / "export")
+    return rows
+
+
+def ladder(name: str, work: Path, stsb: Path, method: str = "auto", variants: list[str] | None = None) -> dict:
     from gate_ladder import _value, gate_decisions, score
 
     from storage.stage_output import ref_dir
@@ -234,6 +262,7 @@ def ladder(name: str, work: Path, stsb: Path, method: str = "auto") -> dict:
     models = {"MiniLM (start)": night["champion"], f"{manifest['config']['method']} default": str(candidate)}
     if manifest.get("unmixed"):
         models[f"{manifest['config']['method']} unmixed"] = str(ref_dir(root, manifest["unmixed"]) / "export")
+    models.update(variant_rows(root, night, manifest, variants or []))
     suites: dict[str, tuple[str, str]] = {}
     if name == "stackoverflow":
         (suite,) = root.glob("holdout/*/holdout.tsv")
@@ -282,6 +311,7 @@ def main() -> None:
     )
     parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
     parser.add_argument("--out", default="", help="write the figures as JSON here")
+    parser.add_argument("--variants", default="", help="documents variants to add as rows (recipe_dev.py's names)")
     parser.add_argument(
         "--method", default="auto", help="the night's [train] method: auto (the default) or one named (own root)"
     )
@@ -290,7 +320,8 @@ def main() -> None:
     results = []
     for name in args.corpora.split(","):
         started = time.time()
-        result = ladder(name.strip(), work, Path(args.stsb), args.method)
+        variants = [v for v in args.variants.split(",") if v]
+        result = ladder(name.strip(), work, Path(args.stsb), args.method, variants)
         results.append(result)
         night = result["night"]
         print(f"\n## {name}: {result['counts']}\nnight: {night['decision']}: {night['reason']}\n")

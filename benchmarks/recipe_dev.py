@@ -157,7 +157,7 @@ def main() -> None:
 
             ref = train_flow(
                 method="gur", root=str(root), init_from=start, options=GUR_NIGHT, objective=GUR_VARIANTS[name],
-                shards=inputs["data"],
+                shards=inputs["pairs"],
             )  # fmt: skip
         else:
             ref = train_flow(
@@ -166,7 +166,7 @@ def main() -> None:
                 init_from=start,
                 options=VARIANTS[name],
                 shards=inputs["split"],
-                pairs=inputs["data"],
+                pairs=inputs["pairs"],
             )
         manifest = json.loads((ref_dir(root, ref) / "_manifest.json").read_text(encoding="utf-8"))
         models[name] = str(ref_dir(root, ref) / "export")

@@ -150,7 +150,8 @@ methods:
   documents
           fine-tune the same encoder, for long documents (manuals, wiki pages), on the newest
           `build-pairs` split output's sentences: title -> body and inverse-cloze pairs of each
-          document, and, where the root has one, the shuffle output's GUR pairs (`gur_share`)
+          document; with --options '{"gur_share": 0.33}' also the GUR pairs of the shuffle output
+          mined from that split, a third of the batches (off by default: docs/nightly.md)
 
 presets (tfcsg / simcse; default auto = cpu, the measured one, on every machine; printed at the start):
   paper   the TFCSG paper: Adam lr 3e-5, batch 32, 10 epochs, max length 32, [CLS] pooling,
@@ -188,7 +189,8 @@ def parse_train(add: Add) -> None:
         default=METHODS[0],
         choices=METHODS,
         help="training recipe (methods above); documents trains on a split output's sentences: title -> body and "
-        "inverse-cloze pairs, and, where the root has one, the shuffle output's GUR pairs (`gur_share`)",
+        "inverse-cloze pairs; with the option gur_share (e.g. 0.33) also that share of GUR pairs from the shuffle "
+        "output mined from that split",
     )
     p.add_argument("--objective", default=OBJECTIVES[0], choices=OBJECTIVES, help="gur: GUR-FULL, -LM, -CL")
     add_train_run_options(p)

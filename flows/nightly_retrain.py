@@ -44,8 +44,9 @@ from tasks.runtime.catalog import handed_up, update_catalog
 
 def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, dict[str, str]]:
     """The training inputs for the method: `data`, what the night is judged new by and the champion records (a
-    keywords output for tfcsg, else the shuffle output `build-pairs` ends with), and for documents `split`, the
-    sentences its title and inverse-cloze pairs come from (its GUR pairs come from `data`)."""
+    keywords output for tfcsg; the shuffle output `build-pairs` ends with for gur, and for documents when it trains
+    on GUR's pairs, else its split output, as before they could), and for documents `split`, the sentences its
+    title and inverse-cloze pairs come from, and `pairs`, the shuffle output its GUR pairs come from."""
     c = cfg.corpus
     if cfg.train.method == "tfcsg":
         from flows.mine_keywords import mine_keywords
@@ -62,7 +63,17 @@ def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, dict[str, str]]:
     from flows.build_pairs import build_pairs
 
     refs = build_pairs(input_path=c.path, **c.reader_fields(), root=str(base))
-    return {"data": refs["shards"], **({"split": refs["sentences"]} if cfg.train.method == "documents" else {})}
+    if cfg.train.method != "documents":
+        return {"data": refs["shards"]}
+    data = refs["shards"] if documents_gur_share(cfg) > 0 else refs["sentences"]
+    return {"data": data, "split": refs["sentences"], "pairs": refs["shards"]}
+
+
+def documents_gur_share(cfg: NightlyConfig) -> float:
+    """The share of a documents candidate's batches that are GUR's pairs: `[train] options`, else the preset's."""
+    from models.training.presets import DOCUMENT_PRESETS
+
+    return float(cfg.train.options.get("gur_share", DOCUMENT_PRESETS["cpu"]["gur_share"]))
 
 
 def resolve_method(cfg: NightlyConfig) -> NightlyConfig:
@@ -163,7 +174,7 @@ def train_candidate(
     data = inputs["data"]
     kwargs: dict[str, Any] = {"keywords": data["fingerprint"]} if t.method == "tfcsg" else {"shards": data}
     if t.method == "documents":
-        kwargs = {"shards": inputs["split"], "pairs": data}
+        kwargs = {"shards": inputs["split"], "pairs": inputs["pairs"]}
     ref = train_flow(
         method=t.method,
         preset=t.preset if t.preset != "auto" or t.method != "gur" else None,

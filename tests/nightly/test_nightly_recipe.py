@@ -251,8 +251,11 @@ def test_the_overlap_of_a_documents_run_counts_held_out_documents_not_a_shared_h
     assert overlap(str(run), [d["text"] for d in held] + [wiki[3]["text"]])["overlap"] == 1  # a training body
 
 
-def write_documents_config(path: Path, corpus: Path, model: Path, lr: float, steps: int = 60) -> Path:
-    """Defaults but the start model (a random tiny BERT: a large rate), the length and no STS guard."""
+def write_documents_config(
+    path: Path, corpus: Path, model: Path, lr: float, steps: int = 60, gur_share: float = 0.0
+) -> Path:
+    """Defaults but the start model (a random tiny BERT: a large rate), the length, no STS guard and GUR's pairs
+    as `gur_share` of the batches."""
     path.write_text(
         f"""[corpus]
 path = "{corpus}"
@@ -260,7 +263,7 @@ path = "{corpus}"
 [train]
 init_from = "{model}"
 steps = {steps}
-options = {{eval_every = 0, threads = 1, lr = {lr}, interpolate = 1.0}}
+options = {{eval_every = 0, threads = 1, lr = {lr}, interpolate = 1.0, gur_share = {gur_share}}}
 
 [evaluate]
 holdout = 0.4
@@ -307,7 +310,7 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     assert read_active(refused_root)["model_path"] == str(model)
 
     root = tmp_path / "data"
-    good = write_documents_config(tmp_path / "good.toml", corpus, model, lr=1e-3)
+    good = write_documents_config(tmp_path / "good.toml", corpus, model, lr=1e-3, gur_share=0.5)
     night = nightly_retrain(config_path=str(good), root=str(root))
     assert night["decision"] == "promoted", night["reason"]
     manifest = json.loads((Path(night["candidate"]).parent / "_manifest.json").read_text())
@@ -317,6 +320,13 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     ref = {"stage": "shuffle", "fingerprint": manifest["config"]["gur_pairs"], "path": shuffle}
     assert ref in manifest["upstream"]
     assert manifest["config"]["gur_share"] > 0 and manifest["rows"]["gur_pairs"] > 0
+    # what the next night is judged new by: the shuffle output when GUR's pairs train, else (the default) the split
+    from flows.nightly_retrain import documents_gur_share
+    from tasks.nightly.config import load_nightly_config
+
+    assert read_champion(root)["data"] == ref
+    assert documents_gur_share(load_nightly_config(good)) == 0.5
+    assert documents_gur_share(load_nightly_config(bad)) == 0.0
     assert (
         night["candidate_metrics"]["heldout-title/retrieval/mrr@10"]
         > night["champion_metrics"]["heldout-title/retrieval/mrr@10"]
