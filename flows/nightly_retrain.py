@@ -73,7 +73,7 @@ def documents_gur_share(cfg: NightlyConfig) -> float:
     """The share of a documents candidate's batches that are GUR's pairs: `[train] options`, else the preset's."""
     from models.training.presets import DOCUMENT_PRESETS
 
-    return float(cfg.train.options.get("gur_share", DOCUMENT_PRESETS["cpu"]["gur_share"]))
+    return float(cfg.train.options.get("gur_share", DOCUMENT_PRESETS["cpu"].get("gur_share", 0.0)))
 
 
 def resolve_method(cfg: NightlyConfig) -> NightlyConfig:
