@@ -13,9 +13,10 @@ candidate's unmixed run (the recipe before its mix toward the start):
   documentation, manual pages: a section's prose -> the other sections of its page, P@1) or a title's tag
   (StackOverflow, the night's own suite);
 - the guard: STS-B train Spearman.
-`--variants` adds a row per documents recipe variant (benchmarks/recipe_dev.py's names, e.g. `gur-33`: a third
-of the batches GUR's pairs), each trained from the start on the night's own split output and the shuffle output
-mined from it, and scored on the same records (rows to compare, never what chose the default: recipe_dev.py's inner splits do).
+`--variants` adds a row per documents recipe variant (benchmarks/document_variants.py's names, e.g. `gur-33`: a
+third of the batches GUR's pairs), each trained from the start on the night's own split output and the shuffle
+output mined from it, and scored on the same records (rows to compare, never what chose the default:
+recipe_dev.py's inner splits do).
 `--method` names the night's method instead of `auto` (a root of its own: `data-<method>`), e.g. `gur`: GUR's
 LCS pairs and losses warm-started from MiniLM within the night's time budget. Each row says whether the
 night's gate promoted it, and whether a gate on the labelled check (margin 0,
@@ -226,7 +227,7 @@ def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = 
 def variant_rows(root: Path, night: dict, manifest: dict, variants: list[str]) -> dict[str, str]:
     """{row name: export} of documents variants trained from the night's start on the night's split output (the
     candidate's own) and the shuffle output mined from it."""
-    from recipe_dev import VARIANTS
+    from document_variants import VARIANTS
 
     from flows.train import shuffle_of, train_flow
     from storage.stage_output import ref_dir

@@ -11,7 +11,7 @@ from prefect import flow
 from models.training.presets import METHODS, OBJECTIVES
 from storage.builds_lock import holds_root
 from storage.layout import data_root
-from storage.stage_output import latest_ref, ref_complete
+from storage.stage_output import latest_ref, ref_complete, ref_manifest, stage_ref
 from tasks.runtime.artifacts import publish_train_artifacts
 from tasks.runtime.catalog import catalog_at_end
 from tasks.runtime.stage_cache import run_stage
@@ -59,8 +59,6 @@ def gur_pairs_source(base, config: dict[str, Any], pairs: dict[str, str] | None,
 
 def shuffle_of(base, split: dict[str, str]) -> dict[str, str] | None:
     """The newest complete shuffle output whose pairs were mined from `split`, or None."""
-    import json
-
     from storage.layout import MANIFEST
     from tasks.evaluate.overlap import mined_from
 
@@ -68,15 +66,10 @@ def shuffle_of(base, split: dict[str, str]) -> dict[str, str] | None:
         return None
     found: list[tuple[float, str]] = []
     for path in (base / "shuffle").glob(f"*/{MANIFEST}"):
-        ref = {"stage": "shuffle", "fingerprint": path.parent.name, "path": f"shuffle/{path.parent.name}"}
+        ref = stage_ref("shuffle", path.parent.name)
         if ref_complete(base, ref) and mined_from(base, ref) == split:
-            found.append(
-                (float(json.loads(path.read_text(encoding="utf-8")).get("finished_at", 0.0)), ref["fingerprint"])
-            )
-    if not found:
-        return None
-    fingerprint = max(found)[1]
-    return {"stage": "shuffle", "fingerprint": fingerprint, "path": f"shuffle/{fingerprint}"}
+            found.append((float(ref_manifest(base, ref).get("finished_at", 0.0)), ref["fingerprint"]))
+    return stage_ref("shuffle", max(found)[1]) if found else None
 
 
 def resolve_config(

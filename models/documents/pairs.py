@@ -256,9 +256,11 @@ class DocumentPairs:
         batch["kw_input_ids"], batch["kw_attention_mask"] = self._encode(
             [p for _, p in pairs], self.config.passage_len
         )
-        # The document's number: its two pairs (`each`) are never each other's negatives; nor, `masked`, are two
-        # sections of one page (`topics`: the page's number).
-        numbers = np.array([self.document(int(r)) for r in rows], dtype=np.int64)
+        return self._mask_groups(batch, np.array([self.document(int(r)) for r in rows], dtype=np.int64))
+
+    def _mask_groups(self, batch: dict[str, Any], numbers: np.ndarray) -> dict[str, Any]:
+        """The document's number: its two pairs (`each`) are never each other's negatives; nor, `masked`, are two
+        sections of one page (`topics`: the page's number)."""
         groups = self.pages[numbers] if self.config.same_page == "masked" else numbers
         batch["topics"], batch["text_ids"] = torch.as_tensor(groups), torch.as_tensor(numbers)
         return batch
@@ -269,10 +271,7 @@ class DocumentPairs:
         batch: dict[str, Any] = {}
         batch["input_ids"], batch["attention_mask"] = self._encode([q for q, _, _ in pairs], self.config.max_len)
         batch["kw_input_ids"], batch["kw_attention_mask"] = self._encode([p for _, p, _ in pairs], self.config.max_len)
-        numbers = np.array([d for _, _, d in pairs], dtype=np.int64)
-        groups = self.pages[numbers] if self.config.same_page == "masked" else numbers
-        batch["topics"], batch["text_ids"] = torch.as_tensor(groups), torch.as_tensor(numbers)
-        return batch
+        return self._mask_groups(batch, np.array([d for _, _, d in pairs], dtype=np.int64))
 
     def heldout_batches(self, batch_size: int, limit: int) -> list[dict[str, torch.Tensor]]:
         rows = self.heldout_rows[:limit]
