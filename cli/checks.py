@@ -142,6 +142,9 @@ def check_embed(args: argparse.Namespace) -> None:
     choose_model(data_root(args.root), args.model)  # a missing or non-encoder folder, or no default: one line
     if args.batch_size < 1:
         raise ValueError(f"--batch-size {args.batch_size}: give 1 or more")
+    if args.workers < 0:
+        raise ValueError(f"--workers {args.workers}: give 0 (as the work pays for) or more")
+    check_dask(args)
 
 
 def check_search(args: argparse.Namespace) -> None:

@@ -347,6 +347,9 @@ def cmd_embed(args: argparse.Namespace) -> int:
         documents=args.documents,
         unit="sentences" if args.sentences else "documents",
         batch_size=args.batch_size,
+        precision=args.precision,
+        workers=args.workers,
+        dask=args.dask,
         root=args.root,
     )
     root = data_root(args.root)

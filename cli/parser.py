@@ -150,8 +150,8 @@ methods:
   documents
           fine-tune the same encoder, for long documents (manuals, wiki pages), on the newest
           `build-pairs` split output's sentences: title -> body and inverse-cloze pairs of each
-          document; with --options '{"gur_share": 0.33}' also the GUR pairs of the shuffle output
-          mined from that split, a third of the batches (off by default: docs/nightly.md)
+          document, and the GUR pairs of the shuffle output mined from that split as a fifth of
+          the batches (gur_share 0.2; --options '{"gur_share": 0}' turns them off: docs/nightly.md)
 
 presets (tfcsg / simcse; default auto = cpu, the measured one, on every machine; printed at the start):
   paper   the TFCSG paper: Adam lr 3e-5, batch 32, 10 epochs, max length 32, [CLS] pooling,
@@ -189,8 +189,8 @@ def parse_train(add: Add) -> None:
         default=METHODS[0],
         choices=METHODS,
         help="training recipe (methods above); documents trains on a split output's sentences: title -> body and "
-        "inverse-cloze pairs; with the option gur_share (e.g. 0.33) also that share of GUR pairs from the shuffle "
-        "output mined from that split",
+        "inverse-cloze pairs, and GUR pairs from the shuffle output mined from that split as the option gur_share "
+        "of the batches (0.2)",
     )
     p.add_argument("--objective", default=OBJECTIVES[0], choices=OBJECTIVES, help="gur: GUR-FULL, -LM, -CL")
     add_train_run_options(p)
@@ -451,7 +451,30 @@ def parse_embed(add: Add) -> None:
         action="store_true",
         help="embed the build's sentences instead (table sentence_embeddings, which gur search does not read)",
     )
-    embed.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
+    embed.add_argument("--batch-size", type=int, default=32, help="texts per forward pass")
+    embed.add_argument(
+        "--precision",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="auto (default): bfloat16 where the CPU (AVX512-BF16, AMX) or GPU computes it natively, about 2x "
+        "the documents per CPU second, else float32; the precision is part of the output's fingerprint",
+    )
+    embed.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="processes on this machine, each with its share of the cores (default: this process on every "
+        "core, the fastest on an idle machine; N > 1 wins on a busy one); with --dask alone, the local cluster's",
+    )
+    embed.add_argument(
+        "--dask",
+        nargs="?",
+        const="local",
+        default="",
+        metavar="ADDRESS",
+        help="embed the shards as Prefect tasks on Dask: alone, a local cluster of --workers processes; "
+        "tcp://host:8786, a running scheduler whose workers see the data root at the same path (the same bytes)",
+    )
     embed.set_defaults(func=cmd_embed, check=check_embed)
 
 

@@ -1,7 +1,8 @@
 """The `embed` flow: a model (default the champion) x the documents in use -> `embeddings`, the view switched.
 
 documents = the catalog's documents (or the ingest output named by fingerprint)
-embeddings = embed(documents, model)     # cached per documents shard (ingest unit) and model fingerprint
+embeddings = embed(documents, model)     # cached per documents shard (ingest unit), model and precision;
+                                         # worker processes, or tasks on a Dask cluster (--dask)
 embed/active.json -> embeddings          # atomically; the catalog's `embeddings` view follows it
 embed-index(embeddings)                  # HNSW, only above EXACT_MAX vectors
 """
@@ -19,8 +20,9 @@ from storage.stage_output import ref_manifest, stage_ref
 from tasks.embed.model_choice import choose_model
 from tasks.embed.outputs import current_documents, set_active
 from tasks.embed.task import embed, embed_index
-from tasks.embed.vectors import EmbedConfig
+from tasks.embed.vectors import EMBED_BATCH, EmbedConfig, resolve_precision
 from tasks.runtime.catalog import catalog_at_end
+from tasks.runtime.dask_cluster import dask_scheduler
 from tasks.runtime.stage_cache import run_stage
 
 
@@ -30,23 +32,38 @@ def embed_flow(
     model: str | None = None,
     documents: str | None = None,
     unit: str = "documents",
-    batch_size: int = 64,
+    batch_size: int = EMBED_BATCH,
+    precision: str = "auto",
+    workers: int = 0,
+    dask: str = "",
     activate: bool = True,
     root: str | None = None,
 ) -> dict[str, Any]:
     """Embed the documents' title + text with `model` (minilm or a model folder; default: the model in use, the
     champion, else the start model a night recorded, else MiniLM). `documents`: an ingest fingerprint (default:
     the catalog's documents). `unit="sentences"` embeds the build's sentences instead (table
-    `sentence_embeddings`). `activate`: make the output the `embeddings` view (documents only). Returns the
-    output's reference and what it did."""
+    `sentence_embeddings`). `precision`: float32, bfloat16, or auto (bfloat16 where the hardware computes it).
+    `workers`: processes on this machine (0: this one, on every core); `dask`: "local" (a cluster of `workers`
+    processes, 0: one per core) or a scheduler address, the same bytes. `activate`: make the output the
+    `embeddings` view (documents only), once it is complete. Returns the output's reference and what it did."""
     base, started = data_root(root), time.time()
     chosen = choose_model(base, model)
     upstream = stage_ref("ingest", documents) if documents else current_documents(base)
     if unit == "sentences":
         upstream = sentences_of(base, upstream)
-    config = EmbedConfig(model=chosen.fingerprint, model_path=chosen.path, unit=unit, batch_size=batch_size)
-    print(f"embed: {unit} of {upstream['path']} with {chosen.spec} ({chosen.why}, fingerprint {chosen.fingerprint})")
-    ref = run_stage(embed, base, upstream=upstream, config=config)
+    config = EmbedConfig(
+        model=chosen.fingerprint,
+        model_path=chosen.path,
+        unit=unit,
+        batch_size=batch_size,
+        precision=resolve_precision(precision),
+    )
+    print(
+        f"embed: {unit} of {upstream['path']} with {chosen.spec} ({chosen.why}, fingerprint {chosen.fingerprint}, "
+        f"{config.precision})"
+    )
+    with dask_scheduler(dask, workers, base) as address:
+        ref = run_stage(embed, base, upstream=upstream, config=config, workers=workers, dask=address)
     if activate and unit == "documents":
         set_active(base, ref, {"model": chosen.fingerprint, "model_path": chosen.path, "spec": chosen.spec})
         run_stage(embed_index, base, embeddings=ref)

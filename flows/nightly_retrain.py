@@ -31,7 +31,7 @@ from typing import Any
 from prefect import flow
 
 from flows.embed import night_embeddings
-from storage.champion import read_champion, record_decision, record_start, root_lock, set_champion
+from storage.champion import amend_decision, read_champion, record_decision, record_start, root_lock, set_champion
 from storage.disk_space import free_bytes, megabytes, training_space
 from storage.layout import data_root
 from storage.stage_output import ref_dir
@@ -160,12 +160,49 @@ def failed(base: Path, name: str, state: NightState, exc: Exception) -> None:
     publish(decision_markdown("failed", f"{row['reason']}: {exc}", state.candidate, "", {}, []))
 
 
+def night_plan(cfg: NightlyConfig, base: Path, suite: Any, started: float) -> Any:
+    """The budget's plan (tasks/nightly/budget.py), printed before training: a documents or TFCSG night on a
+    held-out split; None for a GUR night (its own minutes of training, GUR_NIGHT) or a named suite (the training
+    side is not counted)."""
+    from models.training.presets import question_config, resolve_preset
+    from tasks.nightly.budget import Work, full_steps, measured_rates, plan_night
+
+    method = cfg.train.method
+    if method not in ("documents", "tfcsg") or not suite.train_records:
+        return None
+    preset = question_config(method, resolve_preset(cfg.train.preset, gpu=False), dict(cfg.train.options))
+    share = float(preset.get("gur_share", 0.0)) if method == "documents" else 0.0
+    steps = cfg.train.steps or full_steps(suite.train_records, preset["batch_size"], preset["epochs"], share)
+    guard = bool(cfg.evaluate.stsb or cfg.evaluate.lee)
+    work = Work(steps=steps, suite_docs=suite.scored, corpus_docs=suite.records, guard=guard)
+    plan = plan_night(cfg.budget.minutes * 60, time.time() - started, work, measured_rates(base, method))
+    for line in plan.lines():
+        print(line)
+    return plan
+
+
+def budget_line(plan: Any, actual: dict[str, float]) -> str:
+    """The decision's time against the plan's."""
+    took, budget = actual["decision_s"], plan.budget_s
+    off = (took - plan.decision_s) / plan.decision_s if plan.decision_s else 0.0
+    return (
+        f"budget: decided after {took / 60:.1f} min of {budget / 60:.0f} (plan {plan.decision_s / 60:.1f} min, "
+        f"{off:+.0%}); training {actual['train_s']:.0f} s (plan {plan.train_s:.0f}), gate {actual['gate_s']:.0f} s "
+        f"(plan {plan.gate_s:.0f})"
+    )
+
+
 def train_candidate(
-    cfg: NightlyConfig, base: Path, inputs: dict[str, dict[str, str]], champion: dict[str, Any] | None
+    cfg: NightlyConfig,
+    base: Path,
+    inputs: dict[str, dict[str, str]],
+    champion: dict[str, Any] | None,
+    steps: int = 0,
 ) -> tuple[dict[str, str], str, str]:
     """(train output, candidate export, the model it is judged against): warm-started from the model in use (the
     champion, else the configured init, else MiniLM); `method = "gur"` with GUR_NIGHT's settings and time budget;
-    documents on the split's sentences and the night's own shuffle output (`inputs`: data_stages)."""
+    documents on the split's sentences and the night's own shuffle output (`inputs`: data_stages). `steps`: the
+    budget's cut (0: the configured or the recipe's length)."""
     from flows.train import train_flow
     from tasks.nightly.recipe import GUR_NIGHT
 
@@ -178,7 +215,7 @@ def train_candidate(
     ref = train_flow(
         method=t.method,
         preset=t.preset if t.preset != "auto" or t.method != "gur" else None,
-        steps=t.steps or None,
+        steps=steps or t.steps or None,
         init_from=init,
         options={**(GUR_NIGHT if t.method == "gur" else {}), **t.options, **replay_options(t, champion)},
         root=str(base),
@@ -255,6 +292,32 @@ def embed_corpus(corpus: Any, base: Path, promoted: bool) -> str:
     return night_embeddings(base, documents, promoted=promoted)
 
 
+PENDING_EMBED = (
+    "pending: search serves the previous embeddings until the night's embedding ends (`gur embed` resumes it)"
+)
+
+
+def embed_after_decision(corpus: Any, base: Path, promoted: bool, decision: Path, row: dict) -> None:
+    """The night's embedding, after its decision is recorded and published: search keeps serving the complete
+    previous embeddings meanwhile (the view switches when the new output is complete), and the decision row's
+    `embedded` note, `pending` until now, says what it did and how long it took."""
+    started = time.time()
+    note = embed_corpus(corpus, base, promoted=promoted)
+    took = time.time() - started
+    row["embedded"] = f"{note} ({took:.0f} s after the decision)"
+    fields = {"embedded": row["embedded"]}
+    if row.get("actual"):
+        actual = {**json.loads(row["actual"]), "embed_s": round(took, 1)}
+        row["actual"] = fields["actual"] = json.dumps(actual, sort_keys=True)
+    try:
+        amend_decision(decision, fields)
+    except Exception as exc:  # noqa: BLE001 - the decision stands; the note is in the log
+        from storage.progress import current_logger
+
+        current_logger(__name__).warning("decision row %s: embedding note not recorded: %s", decision, exc)
+    print(f"embedding: {row['embedded']}")
+
+
 def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState, made: list[dict[str, str]]) -> dict[str, Any]:
     started = time.time()
     corpus = cfg.corpus  # the user's folder, before the held-out split replaces it with its training side
@@ -283,9 +346,14 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState, made: l
             started=started,
             made=made,
         )
-    ref, candidate, reference = train_candidate(cfg, base, inputs, champion)
+    plan = night_plan(cfg, base, suite, started)
+    trained_at = time.time()
+    ref, candidate, reference = train_candidate(cfg, base, inputs, champion, plan.steps if plan and plan.capped else 0)
     state.candidate = candidate
+    judged_at = time.time()
     judged = judge_candidate(cfg, base, suite, candidate, reference)
+    actual = {"before_training_s": trained_at - started, "train_s": judged_at - trained_at}
+    actual.update(gate_s=time.time() - judged_at, decision_s=time.time() - started)
     decision, metrics, g = judged.decision, judged.metrics, judged.gate
     verdict = "promoted" if decision.promote else "refused"
     who = f"champion #{champion['number']}" if champion else f"the initial model ({reference})"
@@ -304,29 +372,36 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState, made: l
         "overlap": judged.evidence["overlap"],
         **test_columns(judged.test),
         **night,
+        "plan": plan.record() if plan else None,
+        "actual": json.dumps({k: round(v, 1) for k, v in actual.items()}, sort_keys=True),
     }
+    if plan:
+        print(budget_line(plan, actual))
     if decision.promote:
         pointer = {"export": candidate, "train": ref, "data": data, "settings": settings, "method": cfg.train.method}
         set_champion(base, {**pointer, "metrics": metrics.get(candidate, {}), "config": cfg.source, "flow_run": name})
-    row["embedded"] = embed_corpus(corpus, base, promoted=decision.promote)  # the view switches after a promotion
-    close_night(cfg, base, state, [*made, data, ref, judged.metrics_ref], row, {candidate: verdict})
+    row["embedded"] = PENDING_EMBED
+    recorded = close_night(cfg, base, state, [*made, data, ref, judged.metrics_ref], row, {candidate: verdict})
     names = sorted({g.primary, *g.guards} | set(metrics.get(candidate, {})))
     publish(decision_markdown(verdict, reason, candidate, reference, metrics, names, judged.test, night, row["gc"]))
     print(f"{verdict}: {reason}; {time.time() - started:.0f} s")
     print(json.dumps({k: v for k, v in row.items() if k.endswith("metrics")}, indent=1))
+    embed_after_decision(corpus, base, decision.promote, recorded, row)  # the view switches after a promotion
     return row
 
 
 def close_night(
     cfg: NightlyConfig, base: Path, state: NightState, made: list[dict[str, str]], row: dict, pending: dict[str, str]
-) -> None:
-    """The end every night shares, after its embedding (whose new output retention then keeps): the catalog
-    refreshed with what the night's flows made (retention keeps what its `main` shows), retention (`pending`: the
-    candidate and its verdict), the decision row, the catalog again (the first night's `promotions` view)."""
+) -> Path:
+    """The end every night shares before its embedding: the catalog refreshed with what the night's flows made
+    (retention keeps what its `main` shows), retention (`pending`: the candidate and its verdict; the embeddings
+    search serves are kept, and the next night's pass keeps the new ones), the decision row, the catalog again
+    (the first night's `promotions` view). Returns the decision row's file."""
     update_catalog(str(base), made)
     row.update(state.with_early_gc(retention(cfg, base, pending)))
-    record_decision(base, row)
+    recorded = record_decision(base, row)
     update_catalog(str(base), made)
+    return recorded
 
 
 def nothing_new(
@@ -345,10 +420,11 @@ def nothing_new(
     """The row of a night whose corpus and settings are the champion's: no training; new files still embedded."""
     reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
     row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": name, **night}
-    row["embedded"] = embed_corpus(corpus, base, promoted=False)  # new files only: usually a cache hit
-    close_night(cfg, base, state, [*made, data], row, {})
+    row["embedded"] = PENDING_EMBED
+    recorded = close_night(cfg, base, state, [*made, data], row, {})
     publish(decision_markdown("nothing-new", reason, "", champion["export"], {}, [], night=night, gc=row["gc"]))
     print(f"{reason}; {time.time() - started:.1f} s")
+    embed_after_decision(corpus, base, False, recorded, row)  # new files only: usually a cache hit
     return row
 
 

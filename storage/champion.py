@@ -68,6 +68,8 @@ PROMOTION_SCHEMA = pa.schema(
         ("gc", pa.string()),  # the night's retention: what it deleted and freed, or why it did not run
         ("gc_freed_bytes", pa.int64()),
         ("embedded", pa.string()),  # the night's embed: re-embedded for a new champion, new files only, up to date
+        ("plan", pa.string()),  # JSON: the budget's plan before training (tasks/nightly/budget.py: Plan.record)
+        ("actual", pa.string()),  # JSON: seconds the night's parts took, against the plan
     ]
 )
 
@@ -286,6 +288,15 @@ def record_decision(root: Path, row: dict[str, Any]) -> Path:
         {"stage": "promotions", "tables": {"promotions": "part-*.parquet"}, "finished_at": time.time()},
     )
     return path
+
+
+def amend_decision(path: Path, fields: dict[str, Any]) -> None:
+    """Set `fields` of the decision row at `path` (what `record_decision` returned), renamed into place: a night
+    records its decision before its re-embedding and adds what the embedding did when it ends."""
+    row = pq.read_table(path).to_pylist()[0]
+    row.update({name: value for name, value in fields.items() if name in PROMOTION_SCHEMA.names})
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_pylist([row], schema=PROMOTION_SCHEMA), tmp)
 
 
 @contextmanager

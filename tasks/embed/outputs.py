@@ -139,7 +139,7 @@ def _follow(root: Path, active: dict[str, Any], embed: bool) -> str:
     from tasks.embed import index
     from tasks.embed.model_choice import choose_model
     from tasks.embed.task import embed_index, embed_stage
-    from tasks.embed.vectors import EmbedConfig
+    from tasks.embed.vectors import EmbedConfig, resolve_precision
 
     documents = documents_of(root, stage_ref(STAGE, active["fingerprint"]))  # raises when they are gone
     chosen = choose_model(root, None)  # the champion
@@ -150,7 +150,8 @@ def _follow(root: Path, active: dict[str, Any], embed: bool) -> str:
         ref, how = stage_ref(STAGE, found["fingerprint"]), "now uses the champion's embeddings"
     elif embed:
         print(f"search: embedding {documents['path']} with the champion ({chosen.path})", flush=True)
-        ref, _ = embed_stage(documents, EmbedConfig(chosen.fingerprint, chosen.path), root)
+        config = EmbedConfig(chosen.fingerprint, chosen.path, precision=resolve_precision("auto"))
+        ref, _ = embed_stage(documents, config, root, workers=0)
         how = "embedded the documents with the champion and now uses them"
     else:
         return (

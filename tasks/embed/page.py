@@ -49,13 +49,14 @@ def ensure_embedded(root: Path, model: str, documents: dict[str, str]) -> None:
     from tasks.embed.model_choice import choose_model
     from tasks.embed.outputs import find_output
     from tasks.embed.task import embed_stage
-    from tasks.embed.vectors import EmbedConfig
+    from tasks.embed.vectors import EmbedConfig, resolve_precision
 
     chosen = choose_model(root, model)
     if find_output(root, chosen.fingerprint, documents["fingerprint"]) is None:
         log.info("page: embedding the documents of %s with the start model %s (once; progress every 10 s)",
                  documents["path"], chosen.spec)  # fmt: skip
-        embed_stage(documents, EmbedConfig(chosen.fingerprint, chosen.path), root, log)
+        config = EmbedConfig(chosen.fingerprint, chosen.path, precision=resolve_precision("auto"))
+        embed_stage(documents, config, root, log, workers=0)
 
 
 class SearchPage:

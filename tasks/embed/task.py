@@ -7,14 +7,22 @@
 
 A corpus folder's documents output holds one shard per file (`tasks/ingest/folder.py`), linked from
 the file's ingest unit, so its SHA-256 names the unit: a night with one new file embeds that file's
-shard and links the rest; a new model (a new fingerprint) embeds everything once. Shards run in
-this process one after the other (one model in memory, torch's threads on every core); a killed
-run keeps its finished shards and redoes the one it was in.
+shard and links the rest; a new model (a new fingerprint) embeds everything once. A killed run keeps
+its finished shards and redoes the one it was in.
+
+Where the shards run: in this process, torch's threads on every core (the fastest on an idle
+machine: processes each load the model and the last shards leave cores idle); with `workers` > 1 and
+enough pending texts (TEXTS_PER_WORKER each), in that many worker processes with one share of the
+cores each (on cores other jobs keep busy, threads wait on each other and processes do not); with
+`dask`, as Prefect tasks on that cluster (one thread per worker). The thread count is in no
+fingerprint: the bytes are the same.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +40,9 @@ from tasks.runtime.shard_stage import input_hashes, link_reusable, reusable_shar
 from tasks.runtime.stage_cache import STAGE_TASK
 
 STAGE = "embed"
+# Pending texts that pay for a worker process: its start-up (imports, the model) is a few seconds, about what
+# 100 documents cost on one core.
+TEXTS_PER_WORKER = 400
 TABLES = {"documents": "embeddings", "sentences": "sentence_embeddings"}
 INPUT_STAGE = {"documents": "ingest", "sentences": "split"}
 
@@ -40,10 +51,23 @@ def embed_fingerprint(upstream: dict[str, str], config: EmbedConfig) -> str:
     return fingerprint(STAGE, EMBED_CODE_VERSION, config.key(), [upstream["fingerprint"]])
 
 
+def embed_workers(requested: int, shards: int, texts: int) -> int:
+    """Worker processes for `texts` pending texts in `shards` shards: `requested` (0: this process alone, with
+    torch's threads on every core, the fastest on an idle machine), at most one a shard and one per
+    TEXTS_PER_WORKER texts; 1 means this process."""
+    return max(1, min(requested or 1, shards, texts // TEXTS_PER_WORKER))
+
+
 def embed_stage(
-    upstream: dict[str, str], config: EmbedConfig, root: str | Path, logger: logging.Logger | None = None
+    upstream: dict[str, str],
+    config: EmbedConfig,
+    root: str | Path,
+    logger: logging.Logger | None = None,
+    workers: int = 1,
+    dask: str = "",
 ) -> tuple[dict[str, str], bool]:
-    """The task body, callable without Prefect: (the output's reference, whether it was complete already)."""
+    """The task body, callable without Prefect: (the output's reference, whether it was complete already).
+    `workers`: processes on this machine (0 or 1: this one); `dask`: a scheduler address."""
     logger = logger or logging.getLogger(__name__)
     if upstream["stage"] != INPUT_STAGE[config.unit]:
         raise ValueError(f"embed {config.unit}: needs a {INPUT_STAGE[config.unit]} output, got {upstream['path']}")
@@ -65,8 +89,24 @@ def embed_stage(
     )
     total = upstream_manifest["rows"].get(config.unit)
     done = sum_shard_stats(out.dir).get(config.unit, 0)  # linked, or finished by a killed run
+    pending = len(shards) - len(finished_shards(out.dir))
+    n = 1 if dask else embed_workers(workers, pending, (total or 0) - done)
+    if n > 1:
+        config = replace(config, threads=max(1, (os.cpu_count() or 1) // n))
+        logger.info("embed: %d worker processes, %d thread(s) each", n, config.threads)
     with Progress("embed", total, logger, unit=config.unit, done=done, heartbeat=True) as progress:
-        map_shards(embed_shard, shards, out.dir, config, workers=1, on_progress=progress.update)
+        on_shard = (lambda stats: progress.update(stats.get(config.unit, 0))) if dask else None
+        map_shards(
+            embed_shard,
+            shards,
+            out.dir,
+            config,
+            workers=n,
+            on_progress=None if dask else progress.update,
+            on_shard=on_shard,
+            dask=dask,
+            min_bytes_per_worker=0,
+        )
     stats = sum_shard_stats(out.dir)
     progress.close(embeddings=stats.get("embeddings", 0))
     ref = out.finish(
@@ -88,10 +128,12 @@ def embed_stage(
 
 
 @task(name="embed", **STAGE_TASK)
-def embed(upstream: dict[str, str], config: EmbedConfig, root: str) -> dict[str, Any]:
+def embed(
+    upstream: dict[str, str], config: EmbedConfig, root: str, workers: int = 0, dask: str = ""
+) -> dict[str, Any]:
     """Embed every shard no earlier output embedded from the same bytes with the same model; reuse a complete
     output as is (a `Cached` state)."""
-    ref, cached = embed_stage(upstream, config, root, current_logger(__name__))
+    ref, cached = embed_stage(upstream, config, root, current_logger(__name__), workers=workers, dask=dask)
     if cached:
         from prefect.states import Completed
 

@@ -32,12 +32,18 @@
     lee = false                  # score Lee-50 (ships with gensim): the guard when STS-B is not there
     beir = []                    # BEIR folders
     question_queries = 0
+    suite_documents = 2000       # held-out records the gate scores at most: a seeded sample of them where
+                                 # there are more (the rest stay held out, never trained on); 0: all
 
     [retention]                  # gc at the end of each night (`gur gc`): what the night keeps
     apply = true
     keep_builds = 7              # newest builds of the corpus, and what they were made from
     keep_champions = 5           # predecessors of the champion kept (each `gur rollback` goes one back)
     keep_refused = 1             # newest refused candidates whose weights stay (reused, not retrained)
+
+    [budget]                     # how long a night may take from its start to its decision
+    minutes = 180                # training gets what the data stages, the gate and a 10% reserve leave
+                                 # (tasks/nightly/budget.py); the embedding for search runs after the decision
 
     [gate]
     primary = "auto"             # or a metric; auto: the suite's (labelled: P@1; label-free: MRR@10)
@@ -86,7 +92,7 @@ def default_stsb() -> Path:
 
 
 NIGHT_METHODS = ("auto", "tfcsg", "documents", "gur")
-SECTIONS = ("corpus", "train", "keywords", "evaluate", "gate", "retention")
+SECTIONS = ("corpus", "train", "keywords", "evaluate", "gate", "retention", "budget")
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,7 @@ class EvaluateSection:
     lee: bool = False
     beir: list[str] = field(default_factory=list)
     question_queries: int = 0
+    suite_documents: int = 2000
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,15 @@ class RetentionSection:
 
 
 @dataclass(frozen=True)
+class BudgetSection:
+    minutes: float = 180.0  # from the night's start to its decision (tasks/nightly/budget.py plans within it)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.minutes, bool) or not isinstance(self.minutes, int | float) or self.minutes <= 0:
+            raise ValueError(f"minutes must be a number above 0, not {self.minutes!r}")
+
+
+@dataclass(frozen=True)
 class NightlyConfig:
     source: str  # the file it was read from
     corpus: CorpusConfig
@@ -175,6 +191,7 @@ class NightlyConfig:
     evaluate: EvaluateSection
     gate: GateSection
     retention: RetentionSection = RetentionSection()
+    budget: BudgetSection = BudgetSection()
     notes: tuple[str, ...] = ()  # what the loader chose for the user (a default that fell back), printed each night
 
 
@@ -282,6 +299,11 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
             "beir": [_absolute(p, base) for p in evaluate.beir],
         }
     )
+    if not isinstance(evaluate.suite_documents, int) or evaluate.suite_documents < 0:
+        raise ValueError(
+            f"{source}: [evaluate] suite_documents must be a whole number of records (0: all), "
+            f"not {evaluate.suite_documents!r}"
+        )
     if not 0.0 <= evaluate.holdout < 1.0:
         raise ValueError(f"{source}: [evaluate] holdout must be a share in [0, 1), not {evaluate.holdout}")
     if not (evaluate.stackoverflow or evaluate.holdout):
@@ -310,5 +332,6 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
         evaluate=evaluate,
         gate=gate,
         retention=retention,
+        budget=_section(BudgetSection, data.get("budget", {}), "budget", source),
         notes=notes,
     )

@@ -6,6 +6,11 @@ when a hash of (seed, its normalized text) falls below `share`: the same text is
 whatever file or night it arrives in, so no text the gate scores is ever trained on, and a growing corpus
 only adds records to each side. A file no reader can open is one reject naming it, as in ingest.
 
+A large corpus's held-out side is more than the paired test needs and costs two encodings of every record
+each night: the gate scores a capped sample of it (`[evaluate] suite_documents`, 2,000 by default: the
+records with the smallest seeded hash of their text, so the sample changes only where a new record hashes
+lower, and the same on every machine). The records left out of the sample stay held out.
+
 Which suite the held-out records make:
 - **labelled**: every file that has records has the label column (`[evaluate] label_field`, `tag`): the
   held-out rows with a label are a question-retrieval suite, `holdout.tsv` (`id`, `title`, `tag`: what
@@ -53,6 +58,7 @@ HOLDOUT_FILE = "holdout.tsv"
 INDEX = "_index.json"
 SOURCE = SPLIT_SOURCE  # the corpus the split was made from
 MIN_QUERIES = 10  # fewer and the paired test has nothing to stand on
+SUITE_DOCUMENTS = 2000  # held-out records the gate scores at most (docs/nightly.md: how the cap was chosen)
 ICT_MIN_WORDS = 4  # an ICT query sentence needs some content; shorter ones are used only when nothing else is
 TRAIN_FIELDS = ReaderConfig(text_field="text", title_field="title", id_field="id")  # how the mirror is read
 
@@ -188,10 +194,11 @@ def update_mirror(
     return changed, removed
 
 
-def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
+def split_corpus(corpus: Path, config: HoldoutConfig, root: Path, cap: int = SUITE_DOCUMENTS) -> Split:
     """The split under `<root>/holdout/<fingerprint>/`, keyed by the corpus's path and the config; files whose
-    bytes did not change since the last call are not read again. Raises ValueError when the corpus is not
-    labelled and too small or too short for a label-free suite."""
+    bytes did not change since the last call are not read again. The suite scores at most `cap` held-out
+    records (0: all; not in the key: the sides of the split do not depend on it). Raises ValueError when the
+    corpus is not labelled and too small or too short for a label-free suite."""
     from storage.atomic import atomic_write_json
 
     corpus = Path(corpus).resolve()
@@ -212,9 +219,10 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
     counts["files_read"] = len(changed)
     train_path = folder / "train" / f"{corpus.name}.jsonl" if corpus.is_file() else folder / "train"
     built = json.loads((folder / "_suite.json").read_text()) if (folder / "_suite.json").exists() else None
-    if changed or removed or built is None or built.get("kind") != kind:
+    stale = built is None or built.get("kind") != kind or (built.get("sample") or {}).get("cap", 0) != cap
+    if changed or removed or stale:
         held = [row for rel in sorted(index) for row in _read_jsonl(folder / "parts" / f"{rel}.jsonl")]
-        built = write_suite(folder, kind, held, config)
+        built = write_suite(folder, kind, held, config, cap)
         built = {**built, "stackoverflow": record_path(root, built["stackoverflow"])}
         built["beir"] = [record_path(root, p) for p in built["beir"]]  # relative to the root, as every record
         atomic_write_json(folder / "_suite.json", built)
@@ -223,6 +231,7 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
     if not (folder / SOURCE).exists():
         atomic_write_json(folder / SOURCE, {"corpus": str(corpus)})
     counts.update(built["counts"])
+    counts["scored"] = (built.get("sample") or {}).get("scored", counts["holdout"])
     if kind == "label-free" and not built["beir"]:
         raise ValueError(
             f"{corpus}: no labels ({config.label_field!r}) and too few held-out documents with a title and a body "
@@ -234,8 +243,29 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path) -> Split:
     return Split(train_path, kind, *suite, counts)
 
 
-def write_suite(folder: Path, kind: str, held: list[dict], config: HoldoutConfig) -> dict:
-    """Write the suite the held-out records make; returns its description (`_suite.json`)."""
+def suite_sample(held: list[dict], cap: int, seed: int) -> list[dict]:
+    """At most `cap` of the held-out records (0: all), in their order: those whose seeded hash of the normalized
+    text is smallest (a bottom-k sample: a new record displaces one only when it hashes lower)."""
+    if not cap or len(held) <= cap:
+        return held
+
+    def key(i: int) -> tuple[bytes, int]:
+        text = f"{seed}\x00suite\x00{normalize(held[i]['text'])}".encode()
+        return hashlib.sha256(text).digest(), i
+
+    keep = set(sorted(range(len(held)), key=key)[:cap])
+    return [row for i, row in enumerate(held) if i in keep]
+
+
+def write_suite(folder: Path, kind: str, held: list[dict], config: HoldoutConfig, cap: int = 0) -> dict:
+    """Write the suite the held-out records make (at most `cap` of them: `suite_sample`); returns its
+    description (`_suite.json`)."""
+    sampled = suite_sample(held, cap, config.seed)
+    described = _write_suite(folder, kind, sampled, config)
+    return {**described, "sample": {"held_out": len(held), "scored": len(sampled), "cap": cap}}
+
+
+def _write_suite(folder: Path, kind: str, held: list[dict], config: HoldoutConfig) -> dict:
     tmp = folder / TMP_DIR
     (folder / HOLDOUT_FILE).unlink(missing_ok=True)
     for name in (TITLE_TASK, ICT_TASK):
@@ -371,6 +401,9 @@ class GateSuite:
     beir: tuple[str, ...]
     primary: str
     name: str
+    train_records: int = 0  # of the split: what the candidate trains on (0: a named suite, not counted)
+    scored: int = 0  # held-out records the suite is made of (after `suite_documents`)
+    records: int = 0  # of the whole corpus: what search embeds
 
 
 def training_corpus(cfg: NightlyConfig, train: Path) -> NightlyConfig:
@@ -391,15 +424,21 @@ def gate_suite(cfg: NightlyConfig, base: Path) -> tuple[NightlyConfig, GateSuite
     gur = cfg.train.method == "gur"
     share = HoldoutConfig(e.holdout, e.holdout_seed, e.label_field, **c.reader_fields(), pairs=gur)
     try:
-        split = split_corpus(Path(c.path), share, base)
+        split = split_corpus(Path(c.path), share, base, cap=e.suite_documents)
     except ValueError as exc:
         raise ValueError(
             f"{cfg.source}: {exc}. Name a small labelled suite in [evaluate] stackoverflow: a TSV with a header "
             "and the columns id, title (the question) and tag (its label), text the candidate never trains on"
         ) from None
     n = split.counts
+    scored = (
+        f" (a seeded sample of {n['scored']} scored: [evaluate] suite_documents)" if n["scored"] < n["holdout"] else ""
+    )
     print(
-        f"gate suite {split.name}, from {n['holdout']} held-out records; training on {n['train']}; "
+        f"gate suite {split.name}, from {n['holdout']} held-out records{scored}; training on {n['train']}; "
         f"{n['rejects']} rejects; {n['files_read']} file(s) read this night ({split.train.parent})"
     )
-    return training_corpus(cfg, split.train), GateSuite(split.stackoverflow, split.beir, split.primary, split.name)
+    suite = GateSuite(
+        split.stackoverflow, split.beir, split.primary, split.name, n["train"], n["scored"], n["train"] + n["holdout"]
+    )
+    return training_corpus(cfg, split.train), suite

@@ -65,15 +65,18 @@ def map_shards(
     on_progress: Report | None = None,
     poll_s: float = 1.0,
     dask: str = RunOptions.dask,
+    min_bytes_per_worker: int | None = None,
 ) -> None:
     """Call `worker(in_path, out_dir, index, config, report=...)` for each shard whose marker is missing
-    (on the Dask scheduler at `dask` when given: `on_shard` as shards finish, no within-shard progress)."""
+    (on the Dask scheduler at `dask` when given: `on_shard` as shards finish, no within-shard progress).
+    `min_bytes_per_worker`: pending input per spawned worker (None: MIN_BYTES_PER_WORKER; 0: `workers` as
+    given, by a stage that sized them itself)."""
     sweep_temporaries(out_dir)
     pending = [(i, p) for i, p in enumerate(in_shards) if not shard_done(out_dir, i)]
     if dask:
         _map_on_dask(worker, pending, len(in_shards), out_dir, config, dask, on_shard)
         return
-    workers = max(1, min(workers or os.cpu_count() or 1, len(pending), worth_spawning(pending)))
+    workers = max(1, min(workers or os.cpu_count() or 1, len(pending), worth_spawning(pending, min_bytes_per_worker)))
     if workers == 1:
         for i, p in pending:
             stats = worker(str(p), str(out_dir), i, config, report=on_progress)
@@ -99,16 +102,18 @@ def map_shards(
         reports.close()
 
 
-def worth_spawning(pending: list[tuple[int, Path]]) -> int:
+def worth_spawning(pending: list[tuple[int, Path]], min_bytes: int | None = None) -> int:
     """How many spawned workers the pending shards' input size pays for (at least 1: this process)."""
-    return workers_paid_for([Path(p).stat().st_size for _, p in pending if Path(p).is_file()], len(pending))
+    sizes = [Path(p).stat().st_size for _, p in pending if Path(p).is_file()] if min_bytes != 0 else []
+    return workers_paid_for(sizes, len(pending), min_bytes)
 
 
-def workers_paid_for(sizes: list[int], units: int) -> int:
+def workers_paid_for(sizes: list[int], units: int, min_bytes: int | None = None) -> int:
     """How many spawned workers `units` pieces of work of these input sizes (bytes) pay for; at least 1."""
-    if MIN_BYTES_PER_WORKER <= 0:
+    min_bytes = MIN_BYTES_PER_WORKER if min_bytes is None else min_bytes
+    if min_bytes <= 0:
         return max(1, units)
-    return max(1, sum(sizes) // MIN_BYTES_PER_WORKER)
+    return max(1, sum(sizes) // min_bytes)
 
 
 def _map_on_dask(

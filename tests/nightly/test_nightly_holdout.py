@@ -26,6 +26,7 @@ from tasks.nightly.holdout import (
     held_out,
     label_free_tasks,
     split_corpus,
+    suite_sample,
 )
 
 ROWS = [(str(i), f"question number {i} about {tag}", tag) for i, tag in enumerate(["git", "java", "sql"] * 40)]
@@ -179,6 +180,35 @@ def test_an_unlabeled_corpus_gets_a_label_free_suite_that_training_never_sees(tm
         (target,) = ict.relevant[qi]
         assert query not in ict.docs[target]
     assert title.docs == [d["text"] for d in held]
+
+
+def test_a_capped_suite_scores_a_stable_seeded_sample_and_the_rest_stays_held_out(tmp_path, wiki):
+    """`[evaluate] suite_documents`: the suite is made of at most that many held-out records, the same sample on
+    every call, displaced only by records that hash lower; the training side is that of an uncapped split."""
+    rows = [{"text": f"record {i} " + d["text"], "title": d["title"]} for i, d in enumerate(wiki * 3)]
+    sample = suite_sample(rows, 40, seed=0)
+    assert len(sample) == 40 and sample == suite_sample(rows, 40, seed=0)
+    assert [rows.index(r) for r in sample] == sorted(rows.index(r) for r in sample)  # in their order
+    assert suite_sample(rows, 0, seed=0) == rows and suite_sample(rows[:30], 40, seed=0) == rows[:30]
+    assert suite_sample(rows, 40, seed=1) != sample  # seeded
+    grown = suite_sample(rows + [{"text": f"new record {i}", "title": ""} for i in range(20)], 40, seed=0)
+    new = [r for r in grown if r["text"].startswith("new record")]
+    assert len(set(map(str, sample)) - set(map(str, grown))) == len(new)  # only displaced by newcomers
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("".join(json.dumps(d) + "\n" for d in wiki), encoding="utf-8")
+    config = HoldoutConfig(share=0.5, text_field="text", title_field="title")
+    full = split_corpus(folder, config, tmp_path / "data", cap=0)
+    capped = split_corpus(folder, config, tmp_path / "data", cap=12)
+    assert capped.train == full.train and sorted(texts(capped.train)) == sorted(texts(full.train))
+    assert full.counts["scored"] == full.counts["holdout"] > 12 and capped.counts["scored"] == 12
+    title, ict = (load_beir(p) for p in capped.beir)
+    held = [d for d in wiki if held_out(d["text"], 0.5, 0)]
+    kept = suite_sample([{"text": d["text"]} for d in held], 12, seed=0)
+    assert len(ict.docs) == 12 and sorted(title.docs) == sorted(d["text"] for d in kept)
+    again = split_corpus(folder, config, tmp_path / "data", cap=12)
+    assert load_beir(again.beir[0]).queries == title.queries  # the same sample night after night
 
 
 def test_a_gur_night_also_scores_pair_retrieval_a_sentence_finding_its_lcs_partner(tmp_path, wiki):

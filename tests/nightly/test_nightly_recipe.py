@@ -252,10 +252,10 @@ def test_the_overlap_of_a_documents_run_counts_held_out_documents_not_a_shared_h
 
 
 def write_documents_config(
-    path: Path, corpus: Path, model: Path, lr: float, steps: int = 60, gur_share: float = 0.0
+    path: Path, corpus: Path, model: Path, lr: float, steps: int = 60, gur_share: float = 0.0, minutes: float = 180
 ) -> Path:
-    """Defaults but the start model (a random tiny BERT: a large rate), the length, no STS guard and GUR's pairs
-    as `gur_share` of the batches."""
+    """Defaults but the start model (a random tiny BERT: a large rate), the length, no STS guard, GUR's pairs
+    as `gur_share` of the batches and the budget."""
     path.write_text(
         f"""[corpus]
 path = "{corpus}"
@@ -271,6 +271,9 @@ stsb = []
 
 [gate]
 guards = {{}}
+
+[budget]
+minutes = {minutes}
 """,
         encoding="utf-8",
     )
@@ -286,6 +289,7 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     from gur_cli import main as gur
     from storage.champion import read_champion, read_start
     from tasks.embed.outputs import read_active
+    from tasks.nightly.budget import MIN_STEPS
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -294,10 +298,15 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     model = tiny_bert(tmp_path / "tiny-bert", [d["title"] + " " + d["text"] for d in wiki])
 
     # a first night that destroys its candidate is refused: the start model stays the model in use
+    # (on a budget of a minute: the plan cuts its 20 steps to the fewest a candidate gets)
     refused_root = tmp_path / "refused"
-    bad = write_documents_config(tmp_path / "bad.toml", corpus, model, lr=5.0, steps=20)
+    bad = write_documents_config(tmp_path / "bad.toml", corpus, model, lr=5.0, steps=20, minutes=1)
     first = nightly_retrain(config_path=str(bad), root=str(refused_root))
     assert first["decision"] == "refused", first["reason"]
+    plan, actual = json.loads(first["plan"]), json.loads(first["actual"])
+    assert (plan["full_steps"], plan["steps"], plan["fits"]) == (20, MIN_STEPS, False)
+    summary = json.loads((Path(first["candidate"]).parent / "summary.json").read_text())
+    assert summary["max_steps"] == MIN_STEPS and actual["train_s"] > 0 and actual["decision_s"] > actual["train_s"]
     assert read_champion(refused_root) is None and read_start(refused_root)["export"] == str(model)
     capsys.readouterr()
     assert gur(["--root", str(refused_root), "models"]) == 0
@@ -349,6 +358,14 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     )
     assert row["queries"] >= 10 and (row["files_new"], row["files_changed"], row["files_removed"]) == (2, 0, 0)
     assert next((root / "holdout").glob("*/train/a.jsonl.jsonl")).is_file()  # the training side's mirror
+    # the plan on the default budget: the whole run fits; what each part took, the embedding's added at its end
+    plan, actual = json.loads(row["plan"]), json.loads(row["actual"])
+    assert plan["steps"] == plan["full_steps"] == 60 and plan["fits"] and plan["budget_s"] == 180 * 60
+    assert set(actual) == {"before_training_s", "train_s", "gate_s", "decision_s", "embed_s"}
+    # the decision did not wait for the re-embedding: recorded before it began, its note amended when it ended
+    assert row["created_at"].timestamp() <= embed_manifest["started_at"]
+    assert row["embedded"].startswith(f"re-embedded for the new champion: embedded all {len(wiki)} documents")
+    assert row["embedded"].endswith("s after the decision)") and row["embedded"] == night["embedded"]
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -1,0 +1,194 @@
+"""The night's plan against its budget: how many training steps fit, what the gate costs, when search follows.
+
+    rates = measured_rates(root, method)          # seconds per training step, per suite document, per embedding
+    plan = plan_night(budget_s, elapsed_s, work, rates)
+    print("\n".join(plan.lines()))                # before training: what fits, what is cut and why
+    row["plan"], row["actual"] = plan.record(), {...}   # the decision row
+
+The budget (`[budget] minutes`) runs from the night's start to its decision. The data stages run first
+(they cost what is new: seconds on a grown corpus); then the plan gives the gate its share (both models
+encode the suite, capped by `[evaluate] suite_documents`, and the guard), keeps a reserve for what the
+estimate misses, and gives training the rest: the recipe's full length when it fits, else the steps that
+fit (a seeded prefix of the epoch's order: a random sample of the training side; at least MIN_STEPS).
+The embedding for search runs after the decision (never what the decision waits for): the plan says how
+long it will take, so the night says when search serves the new champion.
+
+Rates are this root's own where it has them (the newest training run of the method: seconds per step;
+the newest label-free evaluation units: seconds per suite document per model, and the guard's; the
+newest embed output: seconds per embedded document), else DEFAULT_RATES, measured on the 2-core
+development VM (docs/nightly.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storage.layout import MANIFEST
+
+MIN_STEPS = 10  # fewer and a candidate is noise: the plan says it overruns instead
+RESERVE = 0.10  # of what is left after the data stages: what the estimates may miss
+DEFAULT_MINUTES = 180.0
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Seconds per unit of work on this machine, and where each figure came from."""
+
+    train_step_s: float = 7.0  # the documents recipe, batch 32 x 256-token passages, 2 cores (clustering included)
+    suite_doc_s: float = 0.075  # one model: the label-free tasks' share of one held-out document (float32)
+    guard_s: float = 35.0  # one model: the STS guard (STS-B train, 5,749 pairs)
+    embed_doc_s: float = 0.02  # one document embedded for search (bfloat16 where native)
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, "default (2-core VM)")
+
+
+DEFAULT_RATES = Rates()
+
+
+@dataclass(frozen=True)
+class Work:
+    """What tonight would do without a budget."""
+
+    steps: int  # the recipe's full length on tonight's training side
+    suite_docs: int  # held-out documents the gate scores (after the cap)
+    corpus_docs: int  # documents search embeds after a promotion
+    guard: bool = True  # the gate also scores an STS guard (STS-B or Lee-50)
+
+
+@dataclass(frozen=True)
+class Plan:
+    budget_s: float
+    elapsed_s: float  # spent before the plan (data stages, the suite)
+    full_steps: int
+    steps: int  # what training runs (full_steps, or fewer to fit)
+    train_s: float
+    gate_s: float
+    embed_s: float  # after the decision
+    fits: bool  # the estimate ends within the budget
+    rates: Rates
+
+    @property
+    def capped(self) -> bool:
+        return self.steps < self.full_steps
+
+    @property
+    def decision_s(self) -> float:
+        return self.elapsed_s + self.train_s + self.gate_s
+
+    def lines(self) -> list[str]:
+        """What the night prints before training."""
+        r = self.rates
+        left = self.budget_s - self.elapsed_s
+        out = [
+            f"plan: budget {_duration(self.budget_s)} to the decision; {_duration(self.elapsed_s)} spent on the data "
+            f"stages, {_duration(left)} left"
+        ]
+        steps = f"{self.steps} steps" if not self.capped else f"{self.steps} of {self.full_steps} steps"
+        out.append(
+            f"plan: training {steps} x {r.train_step_s:.1f} s ({r.source('train_step_s')}) = {_duration(self.train_s)}"
+        )
+        if self.capped:
+            out.append(
+                f"plan: the full epoch ({self.full_steps} steps, {_duration(self.full_steps * r.train_step_s)}) "
+                f"does not fit: {self.steps} steps train on a seeded sample of the training side"
+            )
+        out.append(
+            f"plan: the gate {_duration(self.gate_s)} (two models x the suite and the guard; "
+            f"{r.suite_doc_s:.3f} s a suite document, {r.source('suite_doc_s')})"
+        )
+        verdict = "within the budget" if self.fits else "OVER the budget even at the fewest steps"
+        out.append(f"plan: decision after about {_duration(self.decision_s)}, {verdict}")
+        out.append(
+            f"plan: then the embedding for search, about {_duration(self.embed_s)} after a promotion "
+            f"({r.embed_doc_s:.3f} s a document, {r.source('embed_doc_s')}); search serves the model in use meanwhile"
+        )
+        return out
+
+    def record(self) -> str:
+        """The decision row's `plan` column (JSON)."""
+        fields = {k: v for k, v in asdict(self).items() if k != "rates"}
+        rates = {k: v for k, v in asdict(self.rates).items() if k != "sources"}
+        return json.dumps({**fields, "rates": rates, "rate_sources": self.rates.sources}, sort_keys=True)
+
+
+def plan_night(budget_s: float, elapsed_s: float, work: Work, rates: Rates = DEFAULT_RATES) -> Plan:
+    """The steps that fit in what the budget leaves after the data stages, the gate and a reserve."""
+    gate_s = 2 * (work.suite_docs * rates.suite_doc_s + (rates.guard_s if work.guard else 0.0))
+    room = (budget_s - elapsed_s) * (1 - RESERVE) - gate_s
+    fit = max(0, math.floor(room / rates.train_step_s)) if rates.train_step_s > 0 else work.steps
+    steps = min(work.steps, max(fit, MIN_STEPS))
+    train_s = steps * rates.train_step_s
+    embed_s = work.corpus_docs * rates.embed_doc_s
+    fits = elapsed_s + train_s + gate_s <= budget_s
+    return Plan(budget_s, elapsed_s, work.steps, steps, train_s, gate_s, embed_s, fits, rates)
+
+
+def full_steps(records: int, batch_size: int, epochs: float, gur_share: float = 0.0) -> int:
+    """One run's length: `epochs` passes of one pair a record at `batch_size`, GUR's batches on top."""
+    structure = math.ceil(records * epochs / max(batch_size, 1))
+    return max(1, math.ceil(structure / (1 - gur_share)) if 0 < gur_share < 1 else structure)
+
+
+def measured_rates(root: Path, method: str) -> Rates:
+    """DEFAULT_RATES with each figure this root has measured in its newest outputs replaced by it."""
+    found: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    train = _newest(root / "train", lambda m: (m.get("config") or {}).get("method") == method and _steps(m) > 0)
+    if train:
+        found["train_step_s"] = _took(train) / _steps(train)
+        sources["train_step_s"] = f"this root: train/{train['fingerprint']}"
+    suite = _newest(root / "eval-unit", lambda m: bool(_suite_docs(m)))
+    if suite:
+        found["suite_doc_s"] = 2 * _took(suite) / _suite_docs(suite)  # title and ICT: two such units a document
+        sources["suite_doc_s"] = f"this root: eval-unit/{suite['fingerprint']}"
+    guard = _newest(root / "eval-unit", lambda m: not m.get("detail") and m.get("status") == "ok")
+    if guard:
+        found["guard_s"] = _took(guard)
+        sources["guard_s"] = f"this root: eval-unit/{guard['fingerprint']}"
+    embed = _newest(root / "embed", lambda m: (m.get("embedded_now") or 0) > 100)
+    if embed:
+        found["embed_doc_s"] = _took(embed) / embed["embedded_now"]
+        sources["embed_doc_s"] = f"this root: embed/{embed['fingerprint']}"
+    return Rates(**{**asdict(DEFAULT_RATES), **found, "sources": sources})
+
+
+def _newest(folder: Path, keep) -> dict[str, Any] | None:
+    best = None
+    for path in folder.glob(f"*/{MANIFEST}") if folder.is_dir() else []:
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if _took(manifest) > 0 and keep(manifest) and (best is None or manifest["finished_at"] > best["finished_at"]):
+            best = manifest
+    return best
+
+
+def _took(manifest: dict[str, Any]) -> float:
+    return float(manifest.get("finished_at") or 0) - float(manifest.get("started_at") or 0)
+
+
+def _steps(manifest: dict[str, Any]) -> int:
+    return int((manifest.get("rows") or {}).get("steps") or 0)
+
+
+def _suite_docs(manifest: dict[str, Any]) -> int:
+    """A retrieval unit's documents (its detail: "556 queries, 596 documents"), 0 for other units."""
+    match = re.search(r"(\d+) documents", str(manifest.get("detail") or ""))
+    return int(match.group(1)) if match and manifest.get("status") == "ok" else 0
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,67 @@
+"""The night's plan against its budget (tasks/nightly/budget.py): the steps that fit, the rates a root has
+measured, and how a capped plan reads."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tasks.nightly.budget import MIN_STEPS, RESERVE, Rates, Work, full_steps, measured_rates, plan_night
+
+RATES = Rates(train_step_s=10.0, suite_doc_s=0.1, guard_s=30.0, embed_doc_s=0.02)
+
+
+def test_the_full_epoch_when_it_fits_and_the_steps_that_fit_when_it_does_not():
+    work = Work(steps=100, suite_docs=600, corpus_docs=3000)
+    roomy = plan_night(3 * 3600, 60, work, RATES)
+    assert roomy.steps == 100 and not roomy.capped and roomy.fits
+    assert roomy.gate_s == 2 * (600 * 0.1 + 30) and roomy.embed_s == 3000 * 0.02
+    assert roomy.decision_s == 60 + 100 * 10 + roomy.gate_s
+
+    tight = plan_night(900, 60, work, RATES)  # 840 s left: 756 after the reserve, 576 after the gate
+    assert tight.steps == int(((900 - 60) * (1 - RESERVE) - tight.gate_s) // 10) == 57
+    assert tight.capped and tight.fits and tight.decision_s <= 900
+    lines = "\n".join(tight.lines())
+    assert "training 57 of 100 steps" in lines and "does not fit" in lines and "within the budget" in lines
+
+    hopeless = plan_night(120, 60, work, RATES)
+    assert hopeless.steps == MIN_STEPS and not hopeless.fits
+    assert "OVER the budget" in "\n".join(hopeless.lines())
+    record = json.loads(tight.record())
+    assert record["steps"] == 57 and record["full_steps"] == 100 and record["rates"]["train_step_s"] == 10.0
+
+
+def test_a_run_length_is_its_epochs_of_pairs_with_gurs_batches_on_top():
+    assert full_steps(2420, 32, 1.0) == 76
+    assert full_steps(2420, 32, 1.0, gur_share=0.2) == 95  # what the documents recipe logs: 1 epoch = 94-95 steps
+    assert full_steps(16000, 32, 10.0) == 5000
+    assert full_steps(0, 32, 1.0) == 1
+
+
+def write_manifest(folder, name, **fields):
+    path = folder / name
+    path.mkdir(parents=True)
+    (path / "_manifest.json").write_text(json.dumps({"fingerprint": name, **fields}), encoding="utf-8")
+
+
+def test_rates_come_from_the_roots_newest_outputs_else_the_defaults(tmp_path):
+    defaults = measured_rates(tmp_path, "documents")
+    assert defaults == Rates() and defaults.source("train_step_s").startswith("default")
+    now = time.time()
+    train, units, embed = tmp_path / "train", tmp_path / "eval-unit", tmp_path / "embed"
+    documents = {"method": "documents"}
+    write_manifest(train, "old", config=documents, rows={"steps": 10}, started_at=now - 500, finished_at=now - 400)
+    write_manifest(train, "new", config=documents, rows={"steps": 50}, started_at=now - 300, finished_at=now - 50)
+    write_manifest(train, "tfcsg", config={"method": "tfcsg"}, rows={"steps": 5}, started_at=now - 9, finished_at=now)
+    write_manifest(
+        units, "title", status="ok", detail="556 queries, 600 documents", started_at=now - 30, finished_at=now
+    )
+    write_manifest(units, "sts", status="ok", detail="", started_at=now - 40, finished_at=now)
+    write_manifest(embed, "e", embedded_now=3000, started_at=now - 60, finished_at=now)
+    rates = measured_rates(tmp_path, "documents")
+    assert rates.train_step_s == pytest.approx(250 / 50)  # the newest documents run, not the TFCSG one
+    assert rates.suite_doc_s == pytest.approx(2 * 30 / 600)  # title and ICT units per document, one model
+    assert rates.guard_s == pytest.approx(40) and rates.embed_doc_s == pytest.approx(60 / 3000)
+    assert rates.source("train_step_s") == "this root: train/new"
