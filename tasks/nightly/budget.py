@@ -9,7 +9,8 @@ The budget (`[budget] minutes`) runs from the night's start to its decision. The
 (they cost what is new: seconds on a grown corpus); then the plan gives the gate its share (both models
 encode the suite, capped by `[evaluate] suite_documents`, and the guard), keeps a reserve for what the
 estimate misses, and gives training the rest: the recipe's full length when it fits, else the steps that
-fit (a seeded prefix of the epoch's order: a random sample of the training side; at least MIN_STEPS).
+fit (the first batches of the epoch's seeded order; with clustered batches, the pages of a random subset of
+the clusters; at least MIN_STEPS).
 The embedding for search runs after the decision (never what the decision waits for): the plan says how
 long it will take, so the night says when search serves the new champion.
 
