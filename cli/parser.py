@@ -473,7 +473,8 @@ def parse_embed(add: Add) -> None:
         default="",
         metavar="ADDRESS",
         help="embed the shards as Prefect tasks on Dask: alone, a local cluster of --workers processes; "
-        "tcp://host:8786, a running scheduler whose workers see the data root at the same path (the same bytes)",
+        "tcp://host:8786, a running scheduler whose workers see the data root at the same path; the same bytes "
+        "(default: no Dask)",
     )
     embed.set_defaults(func=cmd_embed, check=check_embed)
 
