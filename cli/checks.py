@@ -143,7 +143,7 @@ def check_embed(args: argparse.Namespace) -> None:
     if args.batch_size < 1:
         raise ValueError(f"--batch-size {args.batch_size}: give 1 or more")
     if args.workers < 0:
-        raise ValueError(f"--workers {args.workers}: give 0 (as the work pays for) or more")
+        raise ValueError(f"--workers {args.workers}: give 0 (this process, on every core) or more")
     check_dask(args)
 
 

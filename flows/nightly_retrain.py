@@ -171,7 +171,7 @@ def night_plan(cfg: NightlyConfig, base: Path, suite: Any, started: float) -> An
     if method not in ("documents", "tfcsg") or not suite.train_records:
         return None
     preset = question_config(method, resolve_preset(cfg.train.preset, gpu=False), dict(cfg.train.options))
-    share = float(preset.get("gur_share", 0.0)) if method == "documents" else 0.0
+    share = documents_gur_share(cfg) if method == "documents" else 0.0
     steps = cfg.train.steps or full_steps(suite.train_records, preset["batch_size"], preset["epochs"], share)
     guard = bool(cfg.evaluate.stsb or cfg.evaluate.lee)
     work = Work(steps=steps, suite_docs=suite.scored, corpus_docs=suite.records, guard=guard)
@@ -352,8 +352,13 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState, made: l
     state.candidate = candidate
     judged_at = time.time()
     judged = judge_candidate(cfg, base, suite, candidate, reference)
-    actual = {"before_training_s": trained_at - started, "train_s": judged_at - trained_at}
-    actual.update(gate_s=time.time() - judged_at, decision_s=time.time() - started)
+    decided = time.time()
+    actual = {
+        "before_training_s": trained_at - started,
+        "train_s": judged_at - trained_at,
+        "gate_s": decided - judged_at,
+        "decision_s": decided - started,
+    }
     decision, metrics, g = judged.decision, judged.metrics, judged.gate
     verdict = "promoted" if decision.promote else "refused"
     who = f"champion #{champion['number']}" if champion else f"the initial model ({reference})"

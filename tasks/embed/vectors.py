@@ -113,12 +113,12 @@ def load_encoder(path: str, precision: str = "float32"):
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
+    if precision not in ("float32", "bfloat16"):
+        raise ValueError(f"precision {precision!r}: float32 or bfloat16")
     hf_logging.disable_progress_bar()  # "Loading weights" bars would break `gur search`'s table
     model = SentenceTransformer(path, local_files_only=True, device="cpu" if not _cuda() else None)
     if precision == "bfloat16":
         model = model.to(torch.bfloat16)
-    elif precision != "float32":
-        raise ValueError(f"precision {precision!r}: float32 or bfloat16")
     model.eval()
     return model
 
