@@ -30,7 +30,10 @@ Corpora (each built once into the workdir):
   sections; the page as the label;
 - `python-docs-html`: the same pages as the site serves them (`python3-doc`'s HTML), read by ingest's HTML
   reader: one document per h1-h3 section, its page as the label (the `python-docs` night against its HTML);
-- `stackoverflow`: the 16,000 StackOverflow titles with their tags (../shared/data), a labelled question corpus.
+- `stackoverflow`: the 16,000 StackOverflow titles with their tags (../shared/data), a labelled question corpus;
+- `docs-100k`: the large rung, 100,000+ sections of the manual pages, the Python documentation and `rust-doc`
+  (benchmarks/large_corpus.py); its night's decision row alone (a table row would embed every section again).
+`--budget M` writes `[budget] minutes = M` into the nights' configs (the product's default otherwise).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ import re
 import sys
 import time
 from pathlib import Path
+
+from large_corpus import TreeMemory
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -177,7 +182,11 @@ def build_corpus(name: str, work: Path) -> tuple[Path, dict[str, str], dict]:
             link.symlink_to(SHARED / "stackoverflow" / "train.tsv")  # a link: shared data is never copied
         return corpus, {"text_field": "title", "title_field": ""}, {"titles": 16000}
     if not done.exists():
-        if name == "python-docs-html":
+        if name == "docs-100k":
+            from large_corpus import large_corpus
+
+            counts = large_corpus(corpus)
+        elif name == "python-docs-html":
             counts = html_corpus(PYTHON_DOCS, corpus)
         else:
             counts = docs_corpus(PYTHON_DOCS, corpus) if name == "python-docs" else man_corpus(MAN, corpus)
@@ -203,8 +212,9 @@ def html_corpus(sources: Path, out: Path) -> dict[str, int]:
     return {"pages": pages}
 
 
-def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = "auto") -> dict:
-    """The root's first decision row; the night runs (with every default but `method`) when the root has none."""
+def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = "auto", budget: float = 0) -> dict:
+    """The root's first decision row; the night runs (with every default but `method`, and `budget` minutes
+    where given) when the root has none. Prints its wall time and the peak memory of its processes."""
     import pyarrow.parquet as pq
 
     from flows.nightly_retrain import nightly_retrain
@@ -215,10 +225,12 @@ def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = 
         root.mkdir(parents=True, exist_ok=True)
         extra = "".join(f'{k} = "{v}"\n' for k, v in fields.items())
         train = f'\n[train]\nmethod = "{method}"\n' if method != "auto" else ""
+        train += f"\n[budget]\nminutes = {budget:g}\n" if budget else ""
         (root / "nightly.toml").write_text(f'[corpus]\npath = "{corpus}"\n{extra}{train}', encoding="utf-8")
         started = time.process_time(), time.time()
-        nightly_retrain(root=str(root))
-        print(f"night: {time.time() - started[1]:.0f} s wall", flush=True)
+        with TreeMemory() as memory:
+            nightly_retrain(root=str(root))
+        print(f"night: {time.time() - started[1]:.0f} s wall, peak {memory.peak_bytes / 2**30:.2f} GiB", flush=True)
     first = min(pq.read_table(rows).to_pylist(), key=lambda r: r["created_at"])
     # the row names models under the root relative to it (as every record of a root)
     return {**first, **{k: recorded_path(root, first[k]) for k in ("candidate", "champion")}}
@@ -249,7 +261,9 @@ def variant_rows(root: Path, night: dict, manifest: dict, variants: list[str]) -
     return rows
 
 
-def ladder(name: str, work: Path, stsb: Path, method: str = "auto", variants: list[str] | None = None) -> dict:
+def ladder(
+    name: str, work: Path, stsb: Path, method: str = "auto", variants: list[str] | None = None, budget: float = 0
+) -> dict:
     from gate_ladder import _value, gate_decisions, score
 
     from storage.stage_output import ref_dir
@@ -257,7 +271,10 @@ def ladder(name: str, work: Path, stsb: Path, method: str = "auto", variants: li
 
     corpus, fields, counts = build_corpus(name, work)
     root = work / name / ("data" if method == "auto" else f"data-{method}")
-    night = first_night(corpus, fields, root, method)
+    night = first_night(corpus, fields, root, method, budget)
+    if name == "docs-100k":  # the rung's table would embed 100,000 sections per row: its night's row alone
+        keys = ("decision", "reason", "gain", "gain_low", "gain_high", "queries", "plan", "actual", "embedded")
+        return {"corpus": name, "counts": counts, "night": {k: night.get(k) for k in keys}, "table": {}}
     candidate = Path(night["candidate"])
     manifest = json.loads((candidate.parent / "_manifest.json").read_text(encoding="utf-8"))
     models = {"MiniLM (start)": night["champion"], f"{manifest['config']['method']} default": str(candidate)}
@@ -308,7 +325,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", required=True, help="keeps the corpora, the roots and their runs")
     parser.add_argument(
-        "--corpora", default="python-docs,man-pages", help="python-docs, python-docs-html, man-pages, stackoverflow"
+        "--corpora",
+        default="python-docs,man-pages",
+        help="python-docs, python-docs-html, man-pages, stackoverflow, docs-100k (the large rung: large_corpus.py)",
+    )
+    parser.add_argument(
+        "--budget", type=float, default=0, help="the nights' [budget] minutes (default: the product's default)"
     )
     parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
     parser.add_argument("--out", default="", help="write the figures as JSON here")
@@ -322,7 +344,7 @@ def main() -> None:
     for name in args.corpora.split(","):
         started = time.time()
         variants = [v for v in args.variants.split(",") if v]
-        result = ladder(name.strip(), work, Path(args.stsb), args.method, variants)
+        result = ladder(name.strip(), work, Path(args.stsb), args.method, variants, args.budget)
         results.append(result)
         night = result["night"]
         print(f"\n## {name}: {result['counts']}\nnight: {night['decision']}: {night['reason']}\n")

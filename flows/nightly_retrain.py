@@ -34,6 +34,7 @@ from flows.embed import night_embeddings
 from storage.champion import amend_decision, read_champion, record_decision, record_start, root_lock, set_champion
 from storage.disk_space import free_bytes, megabytes, training_space
 from storage.layout import data_root
+from storage.manifest import read_manifest
 from storage.stage_output import ref_dir
 from tasks.nightly.config import CONFIG_NAME, NightlyConfig, load_nightly_config
 from tasks.nightly.gate import judge, test_columns
@@ -88,14 +89,31 @@ def resolve_method(cfg: NightlyConfig) -> NightlyConfig:
     return replace(cfg, train=replace(cfg.train, method=method))
 
 
-def replay_options(t: Any, champion: dict[str, Any] | None) -> dict[str, Any]:
-    """`[train] replay`: a TFCSG candidate trains on the questions new since the champion's keywords output
-    plus a seeded sample of the older ones (TrainConfig.replay_since / replay_ratio); the first night, and
-    a champion from another kind of input, train on everything."""
-    data = (champion or {}).get("data") or {}
-    if t.method != "tfcsg" or not t.replay or data.get("stage") != "keywords":
+def replay_options(t: Any, champion: dict[str, Any] | None, base: Path, capped: bool = False) -> dict[str, Any]:
+    """What a candidate on a grown corpus trains on (models/training/replay.py): with `[train] replay = R` the
+    rows new since the champion's data (TFCSG: its keywords output; documents: the split output its training
+    read) plus a seeded sample of the older ones, R times as many; with a capped run (`capped`: the budget cut
+    the steps) the new ones first, then older ones as far as the steps go. The first night, and a champion from
+    another kind of input, train on everything."""
+    if not (t.replay or capped) or t.method not in ("tfcsg", "documents"):
         return {}
-    return {"replay_since": data["fingerprint"], "replay_ratio": t.replay}
+    earlier = champion_input(champion, base, t.method)
+    return {"replay_since": earlier, "replay_ratio": float(t.replay)} if earlier else {}
+
+
+def champion_input(champion: dict[str, Any] | None, base: Path, method: str) -> str:
+    """The fingerprint of the input the champion trained on, of the kind `method` reads (TFCSG: its keywords
+    output; documents: its training run's split output, while it is on disk); "" where there is none."""
+    if not champion or champion.get("method", method) != method:
+        return ""
+    data = champion.get("data") or {}
+    if method == "tfcsg":
+        return data["fingerprint"] if data.get("stage") == "keywords" else ""
+    manifest = read_manifest(ref_dir(base, champion["train"])) if champion.get("train") else None
+    split = next((u for u in (manifest or {}).get("upstream", []) if u["stage"] == "split"), None)
+    if split is None or not ref_dir(base, split).is_dir():
+        return ""
+    return split["fingerprint"]
 
 
 def run_name() -> str:
@@ -198,11 +216,13 @@ def train_candidate(
     inputs: dict[str, dict[str, str]],
     champion: dict[str, Any] | None,
     steps: int = 0,
+    capped: bool = False,
 ) -> tuple[dict[str, str], str, str]:
     """(train output, candidate export, the model it is judged against): warm-started from the model in use (the
     champion, else the configured init, else MiniLM); `method = "gur"` with GUR_NIGHT's settings and time budget;
     documents on the split's sentences and the night's own shuffle output (`inputs`: data_stages). `steps`: the
-    budget's cut (0: the configured or the recipe's length)."""
+    budget's cut (0: the configured or the recipe's length); `capped`: it cut them, so the rows new since the
+    champion's data go first (replay_options)."""
     from flows.train import train_flow
     from tasks.nightly.recipe import GUR_NIGHT
 
@@ -217,7 +237,7 @@ def train_candidate(
         preset=t.preset if t.preset != "auto" or t.method != "gur" else None,
         steps=steps or t.steps or None,
         init_from=init,
-        options={**(GUR_NIGHT if t.method == "gur" else {}), **t.options, **replay_options(t, champion)},
+        options={**(GUR_NIGHT if t.method == "gur" else {}), **t.options, **replay_options(t, champion, base, capped)},
         root=str(base),
         **kwargs,
     )
@@ -348,7 +368,8 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState, made: l
         )
     plan = night_plan(cfg, base, suite, started)
     trained_at = time.time()
-    ref, candidate, reference = train_candidate(cfg, base, inputs, champion, plan.steps if plan and plan.capped else 0)
+    capped = bool(plan and plan.capped)
+    ref, candidate, reference = train_candidate(cfg, base, inputs, champion, plan.steps if capped else 0, capped)
     state.candidate = candidate
     judged_at = time.time()
     judged = judge_candidate(cfg, base, suite, candidate, reference)

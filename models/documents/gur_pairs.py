@@ -56,6 +56,11 @@ def total_steps(structure_steps: int, share: float) -> int:
     return steps
 
 
+def structure_steps(steps: int, share: float) -> int:
+    """Structure batches among the first `steps` global batches under `share` (`total_steps`' inverse)."""
+    return steps - _before(steps, share) if share > 0 else steps
+
+
 @dataclass
 class GurPairs:
     """The shuffle output's pairs whose document trains here: texts and the document number each belongs to."""

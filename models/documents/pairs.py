@@ -70,6 +70,12 @@ class DocumentPairConfig:
     same_page: str = "negative"  # or `masked`: a section's in-batch negatives leave out its page's other sections
     gur_shards: str = ""  # a shuffle output folder: GUR's LCS pairs (gur_pairs.py)
     gur_share: float = 0.0  # the share of the batches that are GUR pairs (with `gur_shards`)
+    # A candidate on a grown corpus (models/training/replay.py): the documents new or changed since the split
+    # output `replay_source` (the champion's) first, then a seeded sample of the others, `replay_ratio` times as
+    # many (0: all of them), within `limit_rows` (the structure rows a step-capped run shows; 0: no cap).
+    replay_source: str = ""
+    replay_ratio: float = 1.0
+    limit_rows: int = 0
 
 
 @dataclass
@@ -151,6 +157,9 @@ class DocumentPairs:
         held = np.array([is_heldout(k, config.heldout_fraction, config.seed) for k in docs.ids], bool)
         self.train_rows = self._rows(np.flatnonzero(usable & ~held))
         self.heldout_rows = self._rows(np.flatnonzero(usable & held))
+        self.replay: dict[str, int] = {}
+        if config.replay_source:
+            self.train_rows, self.replay = self._new_first(self.train_rows)
         self.unusable = int((~usable).sum())
         self.clusters: np.ndarray | None = None  # `clustered` sampling: a label per row (`set_clusters`)
         self.pages: np.ndarray = docs.topics  # a page number per document (`set_pages`); until then its own
@@ -170,6 +179,23 @@ class DocumentPairs:
                     f"({self.gur.unknown} of documents the split does not hold, {self.gur.heldout} held out): "
                     "is it the shuffle output of the same build? gur_share = 0 trains without them"
                 )
+
+    def _new_first(self, rows: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+        """The training rows of documents new or changed since `replay_source` first, then a seeded sample of the
+        rest (models/training/replay.py), with the counts in documents."""
+        from models.training.replay import content_digests, new_first
+
+        c, docs = self.config, self.questions
+        before = load_documents(c.replay_source)
+        old = content_digests(before.ids, before.titles, before.sentences)
+        now = content_digests(docs.ids, docs.titles, docs.sentences)
+        changed = np.array([old.get(i) != now[i] for i in docs.ids], bool)
+        chosen, counts = new_first(rows, changed[[self.document(int(r)) for r in rows]], c.replay_ratio,
+                                   c.limit_rows, c.seed)  # fmt: skip
+        documents = {self.document(int(r)) for r in chosen}
+        new_docs = {self.document(int(r)) for r in rows if changed[self.document(int(r))]}
+        out = {"new_documents": len(new_docs), "trained_documents": len(documents)}
+        return chosen, {**out, "new_trained_documents": len(new_docs & documents), **counts}
 
     def _rows(self, documents: np.ndarray) -> np.ndarray:
         if self.config.draw in ONE_A_DOCUMENT:
@@ -238,6 +264,7 @@ class DocumentPairs:
             "no_pair": self.unusable,
             "with_title": sum("title" in k for k in kinds),
             "with_ict": sum("ict" in k for k in kinds),
+            **self.replay,
             **(
                 {"gur_pairs": len(self.gur), "gur_unknown": self.gur.unknown, "gur_heldout": self.gur.heldout}
                 if self.gur is not None

@@ -18,9 +18,10 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
     """Documents: a pretrained encoder on (query, passage) pairs of long documents (models/documents/pairs.py),
     TFCSG's encoder and contrastive pair task (`kw`: row i's query finds row i's passage, tau 0.05, passages of
     the same document masked)."""
+    from models.documents.gur_pairs import structure_steps
     from models.documents.pairs import DocumentPairConfig, DocumentPairs, DocumentStream
     from models.tfcsg.model import TfcsgLoss, TfcsgModel
-    from models.tfcsg.recipe import question_tokenizer
+    from models.tfcsg.recipe import capped_rows, question_tokenizer
 
     if not cfg.init_from:
         raise ValueError("method 'documents' fine-tunes a pretrained encoder: set init_from to its folder")
@@ -45,6 +46,9 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
             same_page=cfg.same_page,
             gur_shards=cfg.shards if cfg.gur_share > 0 else "",
             gur_share=cfg.gur_share,
+            replay_source=cfg.replay_source,
+            replay_ratio=cfg.replay_ratio,
+            limit_rows=capped_rows(cfg, structure_steps(cfg.max_steps, cfg.gur_share), world),
         ),
         tok,
     )
@@ -60,6 +64,8 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         cut = f" (the start model has {positions} positions)" if passage_len < cfg.passage_len else ""
         print(f"{describe(counts, len(eval_batches), cfg.eval_batch)}; queries cut to {max_len} tokens, passages "
               f"to {passage_len}{cut}", flush=True)  # fmt: skip
+        if data.replay:
+            print(replay_line(data.replay, cfg.replay_ratio), flush=True)
         if data.gur is not None:
             print(f"documents: {cfg.gur_share:.0%} of the batches GUR's pairs (both sentences cut to {max_len} "
                   f"tokens), on top of the structure pairs' epochs", flush=True)  # fmt: skip
@@ -90,6 +96,17 @@ def describe(counts: dict[str, int], eval_batches: int, eval_batch: int) -> str:
             f"{counts['gur_unknown']} of documents the split does not hold)"
         )
     return line
+
+
+def replay_line(counts: dict[str, int], ratio: float) -> str:
+    """What a candidate on a grown corpus trains on (models/training/replay.py)."""
+    limit = f"{ratio:g} older per new one" if ratio else "all the older ones"
+    line = (
+        f"documents: {counts['new_documents']} new or changed since the champion's data first "
+        f"({counts['new_trained_documents']} trained), then {counts['replayed_rows']} of {counts['old_rows']} "
+        f"older rows ({limit}, within the run's steps): {counts['trained_documents']} documents"
+    )
+    return line + (f"; {counts['new_left_out']} new rows did not fit" if counts["new_left_out"] else "")
 
 
 def cluster_batches(data, cfg: TrainConfig, out: Path, tok, max_len: int, rank: int, ddp: bool) -> None:

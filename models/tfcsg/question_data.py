@@ -41,9 +41,11 @@ class QuestionConfig:
     need_s2s: bool = False
     sampling: str = "random"  # random | topic-spread (see spread_order)
     # Replay (a nightly candidate on a grown corpus): train on the rows `replay_source` (an earlier keywords
-    # output) does not hold, plus a seeded sample of those it holds, `replay_ratio` times as many as the new.
+    # output) does not hold, plus a seeded sample of those it holds, `replay_ratio` times as many as the new (0:
+    # all of them), within `limit_rows` (the rows a step-capped run shows; 0: no cap): new rows first.
     replay_source: str = ""
     replay_ratio: float = 1.0
+    limit_rows: int = 0
 
 
 @dataclass
@@ -125,16 +127,14 @@ def _norm(text: str) -> str:
 
 
 def replay_rows(
-    rows: np.ndarray, keys: list[str], old: set[str], ratio: float, seed: int
+    rows: np.ndarray, keys: list[str], old: set[str], ratio: float, seed: int, capacity: int = 0
 ) -> tuple[np.ndarray, dict[str, int]]:
-    """The rows whose key is not in `old` (new since the earlier input), plus a seeded sample of the others,
-    `ratio` times as many as the new ones (all of them when there are fewer), in row order; and the counts."""
-    is_old = np.array([keys[i] in old for i in rows], dtype=bool)
-    new, previous = rows[~is_old], rows[is_old]
-    n = min(len(previous), round(ratio * len(new)))
-    sample = np.random.default_rng(seed).choice(previous, size=n, replace=False) if n else previous[:0]
-    chosen = np.sort(np.concatenate([new, sample]))
-    return chosen, {"new_rows": len(new), "replayed_rows": int(n), "old_rows": len(previous)}
+    """The rows whose key is not in `old` (new since the earlier input) first, then a seeded sample of the others,
+    `ratio` times as many as the new ones (0: all of them), all within `capacity` rows (0: no cap), in row order;
+    and the counts (models/training/replay.py)."""
+    from models.training.replay import new_first
+
+    return new_first(rows, np.array([keys[i] not in old for i in rows], bool), ratio, capacity, seed)
 
 
 class QuestionData:
@@ -164,7 +164,9 @@ class QuestionData:
         self.replay = {}
         if config.replay_source:
             old = set(load_questions(config.replay_source, config.text_field).keys)
-            self.train_rows, self.replay = replay_rows(self.train_rows, q.keys, old, config.replay_ratio, config.seed)
+            self.train_rows, self.replay = replay_rows(
+                self.train_rows, q.keys, old, config.replay_ratio, config.seed, config.limit_rows
+            )
         if len(self.train_rows) == 0:
             raise ValueError(f"{config.source}: no rows left to train on (heldout_fraction {config.heldout_fraction})")
 

@@ -44,8 +44,9 @@ def question_tokenizer(init_from: str, tok_dir: Path, rank: int, ddp: bool) -> A
     return AutoTokenizer.from_pretrained(str(tok_dir))
 
 
-def question_config(cfg: TrainConfig, losses: tuple[str, ...]):
-    """The question data's settings from a run's config: keyword sequences only for the losses that read them."""
+def question_config(cfg: TrainConfig, losses: tuple[str, ...], world: int = 1):
+    """The question data's settings from a run's config: keyword sequences only for the losses that read them; a
+    replay run capped at `max_steps` (no `epochs`) takes the rows those steps show, new ones first."""
     from models.tfcsg.question_data import QuestionConfig
 
     return QuestionConfig(
@@ -60,7 +61,14 @@ def question_config(cfg: TrainConfig, losses: tuple[str, ...]):
         sampling=cfg.sampling,
         replay_source=cfg.replay_source,
         replay_ratio=cfg.replay_ratio,
+        limit_rows=capped_rows(cfg, cfg.max_steps, world),
     )
+
+
+def capped_rows(cfg: TrainConfig, steps: int, world: int) -> int:
+    """The rows `steps` batches show once, where a replay run is cut to a step count (the night's budget) rather
+    than run for its epochs; 0 (no cap) otherwise (models/training/replay.py)."""
+    return steps * cfg.batch_size * world if cfg.replay_source and not cfg.epochs else 0
 
 
 def question_loss(model, cfg: TrainConfig):
@@ -89,7 +97,7 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
 
     losses = check_question_options(cfg)
     tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
-    data = QuestionData(question_config(cfg, losses), tok)
+    data = QuestionData(question_config(cfg, losses, world), tok)
     torch.manual_seed(cfg.seed)  # the same auto-encoder and LM head on every rank
     model = TfcsgModel(
         cfg.init_from,

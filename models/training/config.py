@@ -75,8 +75,10 @@ class TrainConfig:
     losses: str = "kw+s2s"  # '+'-joined from cl, kl, s2s, kw
     negatives: str = "topic-masked"  # all | topic-masked
     sampling: str = "random"  # random | topic-spread: batches that spread each GSDMM topic evenly
-    # A nightly candidate on a grown corpus: train on the rows the keywords output `replay_since` (a fingerprint)
-    # does not hold plus a seeded sample of those it holds, `replay_ratio` times as many (models.tfcsg.question_data).
+    # A nightly candidate on a grown corpus: train on the rows new since `replay_since` (the fingerprint of a
+    # keywords output for tfcsg, of a split output for documents: new or changed documents) plus a seeded sample
+    # of the others, `replay_ratio` times as many (0: all of them); a run cut to `max_steps` (no `epochs`) shows
+    # the new ones first (models/training/replay.py).
     replay_since: str = ""
     replay_ratio: float = 1.0
     replay_source: str = ""  # the task sets it: the `replay_since` output's folder

@@ -98,7 +98,8 @@ class Plan:
         if self.capped:
             out.append(
                 f"plan: the full epoch ({self.full_steps} steps, {_duration(self.full_steps * r.train_step_s)}) "
-                f"does not fit: {self.steps} steps train on a seeded sample of the training side"
+                f"does not fit: {self.steps} steps train on what is new or changed since the champion's data first, "
+                "then a seeded sample of the rest (the first night: a seeded sample of the training side)"
             )
         out.append(
             f"plan: the gate {_duration(self.gate_s)} (two models x the suite and the guard; "

@@ -15,8 +15,9 @@
     preset = "auto"              # tfcsg: paper / cpu / auto (= cpu, the measured one)
     steps = 0                    # 0: the preset's length
     options = {}                 # any TrainConfig field, e.g. {lr = 3e-5}
-    replay = 0.0                 # tfcsg, > 0: train on the questions new since the champion's data plus a
-                                 # seeded sample of the older ones, `replay` times as many (0: all of them)
+    replay = 0.0                 # tfcsg, documents, > 0: train on what is new since the champion's data
+                                 # plus a seeded sample of the older rows, `replay` times as many (0: all of
+                                 # them); a night the budget caps trains on what is new first either way
 
     [keywords]                   # tfcsg: GSDMM on the corpus
     k = 30
@@ -289,6 +290,8 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
     train = _section(TrainSection, data.get("train", {}), "train", source)
     if train.method not in NIGHT_METHODS:
         raise ValueError(f"{source}: [train] method must be one of {', '.join(NIGHT_METHODS)}, not {train.method!r}")
+    if train.replay < 0:
+        raise ValueError(f"{source}: [train] replay must be >= 0 (older rows per new one; 0: all), not {train.replay}")
     train = TrainSection(**{**train.__dict__, "init_from": _absolute(train.init_from, base)})
     evaluate = _section(EvaluateSection, data.get("evaluate", {}), "evaluate", source)
     evaluate = EvaluateSection(

@@ -232,8 +232,9 @@ def train_stage(
     if pairs:
         cfg = dataclasses.replace(cfg, shards=str(source_dir(stage.root, pairs)))
     if cfg.replay_since:
-        replay = {"stage": "keywords", "fingerprint": check_fingerprint(cfg.replay_since, "replay_since")}
-        replay["path"] = f"keywords/{replay['fingerprint']}"
+        earlier = "split" if method == "documents" else "keywords"  # the kind of input the method reads
+        replay = {"stage": earlier, "fingerprint": check_fingerprint(cfg.replay_since, "replay_since")}
+        replay["path"] = f"{earlier}/{replay['fingerprint']}"
         cfg = dataclasses.replace(cfg, replay_source=str(ref_dir(stage.root, replay)))
     summary = run_training(out, dataclasses.asdict(cfg), nproc, logger)
     final = summary.get("final", {})

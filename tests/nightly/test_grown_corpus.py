@@ -29,15 +29,16 @@ def test_replay_rows_by_hand():
     rows = np.arange(10)
     old = {f"k{i}" for i in range(6)}  # rows 0-5 were in the earlier input; 6-9 are new
     chosen, counts = replay_rows(rows, keys, old, ratio=0.5, seed=3)
-    assert counts == {"new_rows": 4, "replayed_rows": 2, "old_rows": 6}
+    assert counts == {"new_rows": 4, "replayed_rows": 2, "old_rows": 6, "new_left_out": 0}
     assert set(chosen) >= {6, 7, 8, 9} and len(chosen) == 6 and list(chosen) == sorted(chosen)
     again, _ = replay_rows(rows, keys, old, ratio=0.5, seed=3)
     assert list(again) == list(chosen)  # seeded
     assert any(list(replay_rows(rows, keys, old, 0.5, seed)[0]) != list(chosen) for seed in range(4, 12))
     everything, counts = replay_rows(rows, keys, old, ratio=10.0, seed=3)
     assert list(everything) == list(range(10)) and counts["replayed_rows"] == 6  # fewer old rows than asked
-    only_new, counts = replay_rows(rows, keys, old, ratio=0.0, seed=3)
-    assert list(only_new) == [6, 7, 8, 9] and counts["replayed_rows"] == 0
+    # a step-capped run (the night's budget): the new rows first, then older ones as far as the steps go
+    capped, counts = replay_rows(rows, keys, old, ratio=0.0, seed=3, capacity=5)
+    assert set(capped) >= {6, 7, 8, 9} and len(capped) == 5 and counts["replayed_rows"] == 1
 
 
 def test_replay_is_off_by_default_and_out_of_existing_fingerprints():
@@ -134,7 +135,8 @@ def test_nights_on_a_folder_warm_start_gsdmm_and_replay_in_training(tmp_path):
     assert mine_keywords(**options) == second  # the same nights give the same output: a cache hit
 
     model = tiny_bert(tmp_path / "tiny-bert", [r["title"] for r in rows])
-    train = dict(method="tfcsg", preset="cpu", steps=3, init_from=str(model), root=str(root))
+    # 13 steps of 8 show the ~110 rows a replay trains on (fewer steps would take the new rows first: test_new_first)
+    train = dict(method="tfcsg", preset="cpu", steps=13, init_from=str(model), root=str(root))
     run = dict(batch_size=8, eval_every=0, threads=1, heldout_fraction=0.05)
     ref = train_flow(keywords=second["fingerprint"], options=dict(run, replay_since=first["fingerprint"]), **train)
     data = read_manifest(root / ref["path"])["rows"]

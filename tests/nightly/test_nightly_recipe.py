@@ -293,8 +293,9 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    write_jsonl(corpus / "a.jsonl", wiki[:60])
-    write_jsonl(corpus / "b.jsonl", wiki[60:])
+    docs, later = wiki[:90], wiki[90:]  # `later`: a file of new sections for the last night
+    write_jsonl(corpus / "a.jsonl", docs[:60])
+    write_jsonl(corpus / "b.jsonl", docs[60:])
     model = tiny_bert(tmp_path / "tiny-bert", [d["title"] + " " + d["text"] for d in wiki])
 
     # a first night that destroys its candidate is refused: the start model stays the model in use
@@ -315,7 +316,7 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     assert gur(["--root", str(refused_root), "embed"]) == 0
     out = capsys.readouterr().out
     assert f"model   {model} (the start model" in out and first["candidate"] not in out and "(3 rows)" in out
-    assert f"up to date: {len(wiki)} embeddings reused" in out  # the night's: every document, not the training side
+    assert f"up to date: {len(docs)} embeddings reused" in out  # the night's: every document, not the training side
     assert read_active(refused_root)["model_path"] == str(model)
 
     root = tmp_path / "data"
@@ -344,9 +345,9 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     active = read_active(root)
     assert active["model_path"] == read_champion(root)["export"] == night["candidate"]
     embed_manifest = json.loads((root / "embed" / active["fingerprint"] / "_manifest.json").read_text())
-    assert embed_manifest["rows"]["embeddings"] == len(wiki)
+    assert embed_manifest["rows"]["embeddings"] == len(docs)
     trained = json.loads((Path(night["candidate"]).parent / "summary.json").read_text())["data"]["documents"]
-    assert trained < len(wiki)  # training saw the training side only
+    assert trained < len(docs)  # training saw the training side only
     # the decision's row: the label-free suite cut from held-out documents, paired candidate and start
     import pyarrow.parquet as pq
 
@@ -364,8 +365,29 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     assert set(actual) == {"before_training_s", "train_s", "gate_s", "decision_s", "embed_s"}
     # the decision did not wait for the re-embedding: recorded before it began, its note amended when it ended
     assert row["created_at"].timestamp() <= embed_manifest["started_at"]
-    assert row["embedded"].startswith(f"re-embedded for the new champion: embedded all {len(wiki)} documents")
+    assert row["embedded"].startswith(f"re-embedded for the new champion: embedded all {len(docs)} documents")
     assert row["embedded"].endswith("s after the decision)") and row["embedded"] == night["embedded"]
+
+    # the next night, a file of new sections beside the others, on a budget that cuts its steps: the sections new
+    # since the champion's split first, then a seeded sample of the rest, as far as the 10 steps go
+    write_jsonl(corpus / "c.jsonl", later)
+    # (this root's measured rates fit 60 tiny steps in a minute: a budget of under a second cuts them to 10)
+    capped = write_documents_config(tmp_path / "capped.toml", corpus, model, lr=1e-3, gur_share=0.5, minutes=0.01)
+    capped.write_text(
+        capped.read_text().replace("threads = 1,", "threads = 1, batch_size = 4, heldout_fraction = 0.0,"),
+        encoding="utf-8",
+    )
+    second = nightly_retrain(config_path=str(capped), root=str(root))
+    assert second["decision"] in ("promoted", "refused"), second["reason"]
+    assert json.loads(second["plan"])["steps"] == MIN_STEPS
+    run = Path(second["candidate"]).parent
+    champion_split = next(u for u in manifest["upstream"] if u["stage"] == "split")
+    assert json.loads((run / "_manifest.json").read_text())["config"]["replay_since"] == champion_split["fingerprint"]
+    data = json.loads((run / "summary.json").read_text())["data"]
+    (mirror,) = (root / "holdout").glob("*/train/c.jsonl.jsonl")  # the new file's training side
+    new = len(mirror.read_text(encoding="utf-8").splitlines())
+    assert data["new_documents"] == new > 0 and data["new_trained_documents"] == data["new_documents"]
+    assert data["train_documents"] == MIN_STEPS // 2 * 4  # the 5 structure batches of 4 among 10 steps (half GUR)
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -1,0 +1,123 @@
+"""The corpus ladder's large rung (`docs-100k`): 100,000+ sections of real documentation installed from the
+package registries, one folder a user could point a night at.
+
+    apt-get install -y python3-doc rust-doc manpages manpages-dev   # once, on the machine that builds it
+    .venv/bin/python benchmarks/corpus_ladder.py --workdir /tmp/ladder8 --corpora docs-100k
+
+It holds, each part in a folder of its own (every record's page is its label for the labelled check):
+- `man/`: every manual page (`/usr/share/man/man1` to `man8`, without the Google Cloud SDK's generated
+  pages), one JSONL record per section of a page (corpus_ladder.py: `man_corpus`, no cap on the count);
+- `python/`: the Python documentation's reST sources, one record per section (gate_ladder.py: `docs_corpus`);
+- `rust/`: links to `rust-doc`'s HTML (the Rust book and its companion books, the standard library's reference,
+  and the architecture intrinsics of x86-64, AArch64 and WebAssembly), read by ingest's HTML reader: a document
+  per h1-h3 section, its page as its label. Left out as copies of pages kept: `core` and `alloc` outside
+  `core::arch` (the standard library re-exports them with the same text), the other architectures' intrinsics
+  (x86's and ARM's are x86-64's and AArch64's again), `core_arch`, and the source listings (`src/`); and
+  redirect pages (a re-export's page that only points at the item's).
+Nothing is copied from the packages' own files but the manual pages' and reST sources' text, cut into records.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+RUST_DOC = Path("/usr/share/doc/rust-doc/html")
+RUST_PARTS = (
+    "book", "reference", "nomicon", "rust-by-example", "edition-guide", "embedded-book", "unstable-book",
+    "rustc", "rustdoc", "std", "proc_macro", "test", "core/arch/x86_64", "core/arch/aarch64", "core/arch/wasm32",
+)  # fmt: skip
+PACKAGES = {"man": "manpages, manpages-dev", "python": "python3-doc", "rust": "rust-doc"}
+
+
+def is_redirect(path: Path) -> bool:
+    """A page that only sends the browser to another (`<meta http-equiv="refresh">`, rustdoc's re-exports)."""
+    head = path.read_bytes()[:2048].lower()
+    return b'http-equiv="refresh"' in head or b"<title>redirection</title>" in head
+
+
+def rust_pages(source: Path, out: Path) -> dict[str, int]:
+    """Links in `out` to the chosen parts' HTML pages, in their own layout; counts of pages and of redirects
+    left out."""
+    pages = redirects = 0
+    for part in RUST_PARTS:
+        folder = source / part
+        if not folder.is_dir():
+            raise SystemExit(f"{folder}: missing; the large rung needs `apt-get install -y rust-doc`")
+        for page in sorted(folder.rglob("*.html")):
+            if is_redirect(page):
+                redirects += 1
+                continue
+            link = out / page.relative_to(source)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.exists():
+                link.symlink_to(page)  # a link: the installed documentation is never copied
+            pages += 1
+    return {"pages": pages, "redirects_left_out": redirects}
+
+
+def large_corpus(out: Path) -> dict[str, dict[str, int]]:
+    """Builds the rung's three folders under `out`; counts per part."""
+    from corpus_ladder import MAN, man_corpus
+    from gate_ladder import PYTHON_DOCS, docs_corpus
+
+    for part, where in (("man", MAN / "man1"), ("python", PYTHON_DOCS), ("rust", RUST_DOC)):
+        if not where.is_dir():
+            raise SystemExit(f"{where}: missing; the large rung needs `apt-get install -y {PACKAGES[part]}`")
+    counts = {
+        "man": man_corpus(MAN, out / "man", target=10**9),
+        "python": docs_corpus(PYTHON_DOCS, out / "python"),
+        "rust": rust_pages(RUST_DOC, out / "rust"),
+    }
+    print("large rung: " + json.dumps(counts), flush=True)
+    return counts
+
+
+class TreeMemory:
+    """The peak resident memory of this process and every process it started (the night's training and Dask
+    workers, the temporary Prefect server), sampled from /proc once a second in a thread."""
+
+    def __init__(self, every_s: float = 1.0):
+        import threading
+
+        self.every_s, self.peak_bytes = every_s, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> TreeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        import os
+
+        while not self._stop.is_set():
+            self.peak_bytes = max(self.peak_bytes, tree_rss(os.getpid()))
+            self._stop.wait(self.every_s)
+
+
+def tree_rss(root: int) -> int:
+    """Resident bytes of process `root` and its descendants (from /proc/<pid>/stat and /proc/<pid>/statm)."""
+    import os
+
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    total, todo, page = 0, [root], os.sysconf("SC_PAGE_SIZE")
+    while todo:
+        pid = todo.pop()
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            pass
+        todo.extend(children.get(pid, []))
+    return total

@@ -1,0 +1,77 @@
+"""A capped candidate on a grown corpus trains on what is new first: the rows new since the champion's data,
+then a seeded sample of the rest within what its steps show (models/training/replay.py), for the documents
+recipe by document content (a changed section is new) and for TFCSG by question."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.documents.gur_pairs import is_gur_batch, structure_steps, total_steps
+from models.documents.pairs import DocumentPairConfig, DocumentPairs
+from models.training.replay import new_first
+from samples.wiki_docs import wiki_documents
+from tests.helpers.document_pairs import WordTokenizer, sentences_file
+
+
+def test_new_rows_first_then_a_seeded_sample_of_the_rest_within_the_capacity():
+    rows = np.arange(20)
+    is_new = rows >= 15  # 5 new rows, 15 older ones
+    chosen, counts = new_first(rows, is_new, ratio=0, capacity=8, seed=1)
+    assert set(chosen) >= {15, 16, 17, 18, 19} and len(chosen) == 8 and list(chosen) == sorted(chosen)
+    assert counts == {"new_rows": 5, "old_rows": 15, "replayed_rows": 3, "new_left_out": 0}
+    assert list(new_first(rows, is_new, 0, 8, seed=1)[0]) == list(chosen)  # seeded
+    assert any(list(new_first(rows, is_new, 0, 8, seed)[0]) != list(chosen) for seed in range(2, 10))
+    # more new rows than fit: a seeded sample of the new ones, nothing older
+    few, counts = new_first(rows, is_new, 0, 3, seed=1)
+    assert len(few) == 3 and set(few) <= {15, 16, 17, 18, 19} and counts["new_left_out"] == 2
+    # the ratio bounds the older rows, the capacity both
+    assert len(new_first(rows, is_new, 1.0, 0, seed=1)[0]) == 10
+    assert len(new_first(rows, is_new, 1.0, 7, seed=1)[0]) == 7
+    # no cap and no ratio: every row; nothing new (the settings changed): older rows within the capacity
+    assert list(new_first(rows, is_new, 0, 0, seed=1)[0]) == list(rows)
+    assert len(new_first(rows, np.zeros(20, bool), 1.0, 6, seed=1)[0]) == 6
+    with pytest.raises(ValueError, match="4 new-row flags for 20 rows"):
+        new_first(rows, is_new[:4], 0, 0, 1)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.2, 0.5])
+def test_structure_steps_inverts_total_steps(share):
+    for steps in (1, 10, 33, 94):
+        assert structure_steps(steps, share) == sum(not is_gur_batch(i, share) for i in range(steps))
+        assert structure_steps(total_steps(steps, share), share) == steps
+
+
+def test_a_capped_documents_run_trains_the_new_and_changed_documents_and_fills_up_with_a_seeded_sample(tmp_path):
+    docs = wiki_documents(60, sentences=5)
+    before = sentences_file(tmp_path / "before.parquet", docs[:45])
+    changed = dict(docs[3], text=docs[3]["text"] + " A sentence added to this section tonight.")
+    now_docs = [*docs[:3], changed, *docs[4:]]  # 15 new sections and one changed
+    now = sentences_file(tmp_path / "now.parquet", now_docs)
+    config = DocumentPairConfig(str(now), heldout_fraction=0.0, seed=2, replay_source=str(before), replay_ratio=0)
+    capped = DocumentPairs(DocumentPairConfig(**{**config.__dict__, "limit_rows": 24}), WordTokenizer())
+    ids = capped.questions.ids
+    trained = {ids[capped.document(int(r))] for r in capped.train_rows}
+    new = {d["id"] for d in docs[45:]} | {docs[3]["id"]}
+    assert len(trained) == 24 and trained >= new  # all 16 new or changed, then 8 of the 44 unchanged
+    counts = capped.counts()
+    assert (counts["new_documents"], counts["new_trained_documents"], counts["replayed_rows"]) == (16, 16, 8)
+    assert counts["train_documents"] == 24
+    again = DocumentPairs(DocumentPairConfig(**{**config.__dict__, "limit_rows": 24}), WordTokenizer())
+    assert list(again.train_rows) == list(capped.train_rows)  # seeded
+    # uncapped with no ratio: every document, as without a replay source
+    plain = DocumentPairs(DocumentPairConfig(str(now), heldout_fraction=0.0, seed=2), WordTokenizer())
+    whole = DocumentPairs(config, WordTokenizer())
+    assert list(whole.train_rows) == list(plain.train_rows)
+    # `each` draw: a row per (document, kind); the cap counts rows, the new documents' rows go first
+    each = DocumentPairs(DocumentPairConfig(**{**config.__dict__, "draw": "each", "limit_rows": 32}), WordTokenizer())
+    by_document = {ids[each.document(int(r))] for r in each.train_rows}
+    assert len(each.train_rows) == 32 and by_document >= new
+
+
+def test_a_negative_replay_is_one_line_naming_the_file(tmp_path):
+    from tasks.nightly.config import load_nightly_config
+
+    (tmp_path / "bad.toml").write_text(f'[corpus]\npath = "{tmp_path}"\n[train]\nreplay = -1\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.toml: \[train\] replay must be >= 0"):
+        load_nightly_config(tmp_path / "bad.toml")
