@@ -98,7 +98,8 @@ def replay_options(t: Any, champion: dict[str, Any] | None, base: Path, capped: 
     if not (t.replay or capped) or t.method not in ("tfcsg", "documents"):
         return {}
     earlier = champion_input(champion, base, t.method)
-    return {"replay_since": earlier, "replay_ratio": float(t.replay)} if earlier else {}
+    out = {"new_first": True} if capped else {}  # the rows the steps show, chosen before clustering reads them
+    return {**out, "replay_since": earlier, "replay_ratio": float(t.replay)} if earlier else out
 
 
 def champion_input(champion: dict[str, Any] | None, base: Path, method: str) -> str:

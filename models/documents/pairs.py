@@ -72,7 +72,8 @@ class DocumentPairConfig:
     gur_share: float = 0.0  # the share of the batches that are GUR pairs (with `gur_shards`)
     # A candidate on a grown corpus (models/training/replay.py): the documents new or changed since the split
     # output `replay_source` (the champion's) first, then a seeded sample of the others, `replay_ratio` times as
-    # many (0: all of them), within `limit_rows` (the structure rows a step-capped run shows; 0: no cap).
+    # many (0: all of them), within `limit_rows` (the structure rows a step-capped run shows; 0: no cap; without
+    # `replay_source` a seeded sample of that many).
     replay_source: str = ""
     replay_ratio: float = 1.0
     limit_rows: int = 0
@@ -158,7 +159,7 @@ class DocumentPairs:
         self.train_rows = self._rows(np.flatnonzero(usable & ~held))
         self.heldout_rows = self._rows(np.flatnonzero(usable & held))
         self.replay: dict[str, int] = {}
-        if config.replay_source:
+        if config.replay_source or config.limit_rows:
             self.train_rows, self.replay = self._new_first(self.train_rows)
         self.unusable = int((~usable).sum())
         self.clusters: np.ndarray | None = None  # `clustered` sampling: a label per row (`set_clusters`)
@@ -186,10 +187,12 @@ class DocumentPairs:
         from models.training.replay import content_digests, new_first
 
         c, docs = self.config, self.questions
-        before = load_documents(c.replay_source)
-        old = content_digests(before.ids, before.titles, before.sentences)
         now = content_digests(docs.ids, docs.titles, docs.sentences)
-        changed = np.array([old.get(i) != now[i] for i in docs.ids], bool)
+        changed = np.zeros(len(docs), bool)  # without an earlier split nothing is new: a seeded sample
+        if c.replay_source:
+            before = load_documents(c.replay_source)
+            old = content_digests(before.ids, before.titles, before.sentences)
+            changed = np.array([old.get(i) != now[i] for i in docs.ids], bool)
         chosen, counts = new_first(rows, changed[[self.document(int(r)) for r in rows]], c.replay_ratio,
                                    c.limit_rows, c.seed)  # fmt: skip
         documents = {self.document(int(r)) for r in chosen}

@@ -100,6 +100,11 @@ def describe(counts: dict[str, int], eval_batches: int, eval_batch: int) -> str:
 
 def replay_line(counts: dict[str, int], ratio: float) -> str:
     """What a candidate on a grown corpus trains on (models/training/replay.py)."""
+    if not counts["new_rows"] and not counts["new_documents"]:
+        return (
+            f"documents: a seeded sample of {counts['replayed_rows']} of {counts['old_rows']} training rows "
+            f"(what the run's steps show): {counts['trained_documents']} documents"
+        )
     limit = f"{ratio:g} older per new one" if ratio else "all the older ones"
     line = (
         f"documents: {counts['new_documents']} new or changed since the champion's data first "

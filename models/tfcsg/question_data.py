@@ -162,8 +162,9 @@ class QuestionData:
         self.train_rows = np.flatnonzero(~held)
         self.heldout_rows = np.flatnonzero(held)
         self.replay = {}
-        if config.replay_source:
-            old = set(load_questions(config.replay_source, config.text_field).keys)
+        if config.replay_source or config.limit_rows:  # no earlier input: nothing is new, a seeded sample
+            earlier = load_questions(config.replay_source, config.text_field) if config.replay_source else q
+            old = set(earlier.keys)
             self.train_rows, self.replay = replay_rows(
                 self.train_rows, q.keys, old, config.replay_ratio, config.seed, config.limit_rows
             )

@@ -66,9 +66,9 @@ def question_config(cfg: TrainConfig, losses: tuple[str, ...], world: int = 1):
 
 
 def capped_rows(cfg: TrainConfig, steps: int, world: int) -> int:
-    """The rows `steps` batches show once, where a replay run is cut to a step count (the night's budget) rather
-    than run for its epochs; 0 (no cap) otherwise (models/training/replay.py)."""
-    return steps * cfg.batch_size * world if cfg.replay_source and not cfg.epochs else 0
+    """The rows `steps` batches show once, where a replay run or the night's budget (`new_first`) cuts the run to
+    a step count rather than its epochs; 0 (no cap) otherwise (models/training/replay.py)."""
+    return steps * cfg.batch_size * world if (cfg.replay_source or cfg.new_first) and not cfg.epochs else 0
 
 
 def question_loss(model, cfg: TrainConfig):

@@ -82,6 +82,10 @@ class TrainConfig:
     replay_since: str = ""
     replay_ratio: float = 1.0
     replay_source: str = ""  # the task sets it: the `replay_since` output's folder
+    # A run the night's budget cut to `max_steps`: it trains on the rows those steps show once, chosen before
+    # anything reads them (the documents recipe's clustering embeds only those): new ones first with
+    # `replay_since`, else a seeded sample.
+    new_first: bool = False
     max_len: int = 32  # tokens of a question (and of its keyword sequence), [CLS] and [SEP] included
     batch_size: int = 64
     epochs: float = 0.0  # > 0: max_steps = the steps that show every training row this often

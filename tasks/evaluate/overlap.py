@@ -7,6 +7,9 @@ the bodies of the documents of the `split` output they were mined from) are comp
 texts after `normalize`. Those recipes count whole documents because they learn a document's own sentences
 (against its own body, or paired with another of its sentences): a held-out section whose heading
 ("Examples") or one sentence also stands in another, training, section was not trained on.
+Texts of fewer than `MIN_WORDS` words are not counted: a heading ("Structs") that is also the whole body of a
+training section, or a generated fragment ("1.34.0 · source") that hundreds of reference pages share,
+names no document, so it cannot leak one (a corpus of generated reference pages has dozens of them).
 Other models (baselines, downloaded encoders, SimCSE on a plain file) have no known training input:
 their overlap is unknown (None).
 """
@@ -21,6 +24,7 @@ from storage.layout import MANIFEST
 from tasks.evaluate.data import LabelledTexts, RetrievalSet, SimilarityPairs
 
 TEXT_COLUMNS = ("text", "a", "b")
+MIN_WORDS = 4  # a shorter text is a heading or a generated fragment, not a document's content (ICT_MIN_WORDS too)
 
 
 def normalize(text: str) -> str:
@@ -109,11 +113,12 @@ def training_texts(files: list[Path]) -> set[str]:
 
 
 def overlap(model: str, texts: list[str]) -> dict[str, object]:
-    """How many of `texts` (distinct, normalized) the model's training input holds: `{"training_input",
-    "texts", "overlap"}`, with `overlap` None when the model's training input is unknown."""
+    """How many of `texts` (distinct, normalized, of `MIN_WORDS` words or more) the model's training input
+    holds: `{"training_input", "texts", "overlap"}`, with `overlap` None when its training input is unknown."""
     distinct = {normalize(t) for t in texts}
     found = training_input(model)
     if found is None:
         return {"training_input": None, "texts": len(distinct), "overlap": None}
     name, files = found
-    return {"training_input": name, "texts": len(distinct), "overlap": len(distinct & training_texts(files))}
+    counted = {t for t in distinct if len(t.split()) >= MIN_WORDS}
+    return {"training_input": name, "texts": len(distinct), "overlap": len(counted & training_texts(files))}

@@ -35,6 +35,9 @@ from tasks.runtime.stage_cache import STAGE_TASK
 
 TRAIN_CODE_VERSION = "train_v3"  # v3: methods tfcsg and simcse; v2: warm starts without the MLP head
 REPO = Path(__file__).resolve().parents[2]
+# The trainer's lines the task passes to the run's log (the rest: its last 40 kept for an error message):
+# progress, and what the run trains on (`questions:`, `documents:`: counts, new-first, GUR's share).
+PASSED_ON = ("step ", "resumed", "held-out", "resuming", "stopped", "questions:", "documents:", "epochs")
 # Do not change what is learned, so not part of the fingerprint.
 RUNTIME_KEYS = ("out_dir", "shards", "questions", "replay_source", "threads", "stop_at_step", "ckpt_every_s")
 # Fields added after runs were made: hashed only when set to something else, so a run made before a
@@ -57,6 +60,7 @@ LATER_FIELDS = {
     "same_page": "negative",
     "gur_pairs": "",
     "gur_share": 0.0,
+    "new_first": False,
 }
 INPUT_STAGES = {
     "gur": ("shuffle",),
@@ -151,9 +155,7 @@ def run_training(out: Path, cfg_dict: dict[str, Any], nproc: int, logger) -> dic
     def follow(stream) -> None:
         for line in stream:
             line = line.rstrip()
-            if line.startswith(("step ", "resumed", "held-out", "resuming", "stopped", "questions:", "epochs")) or (
-                " epochs = " in line
-            ):
+            if line.startswith(PASSED_ON) or (" epochs = " in line):
                 logger.info("train: %s", line)
             tail.append(line)
 

@@ -77,3 +77,11 @@ def test_a_unit_counts_the_texts_its_model_trained_on(tmp_path):
     assert result.texts_fingerprint == texts_fingerprint([q for q, _ in TITLES])
     baseline = run_unit("bm25", DatasetSpec("stackoverflow", str(suite)), SuiteConfig())
     assert baseline.overlap["overlap"] is None and "OVERLAP" not in baseline.detail  # unknown, not zero
+
+
+def test_a_text_of_fewer_than_four_words_is_no_overlap(tmp_path):
+    # a heading that is also a training section's whole body, or a generated fragment many pages share, names
+    # no document: it is not counted; a text of four words or more is
+    export = fake_train_run(tmp_path / "data", ["Structs", "1.34.0 · source", "git undo last commit"])
+    found = overlap(str(export), ["structs", "1.34.0 · SOURCE", "git undo last commit", "a held-out title here"])
+    assert found == {"training_input": "keywords/00000000000000aa", "texts": 4, "overlap": 1}

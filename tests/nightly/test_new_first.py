@@ -63,6 +63,11 @@ def test_a_capped_documents_run_trains_the_new_and_changed_documents_and_fills_u
     plain = DocumentPairs(DocumentPairConfig(str(now), heldout_fraction=0.0, seed=2), WordTokenizer())
     whole = DocumentPairs(config, WordTokenizer())
     assert list(whole.train_rows) == list(plain.train_rows)
+    # the first night (no champion, nothing earlier): a seeded sample of what the steps show, before anything
+    # (the clustering by the start model) reads the documents
+    first = DocumentPairs(DocumentPairConfig(str(now), heldout_fraction=0.0, seed=2, limit_rows=24), WordTokenizer())
+    assert len(first.train_rows) == 24 and set(first.train_rows) <= set(plain.train_rows)
+    assert first.counts()["new_documents"] == 0 and first.counts()["old_rows"] == len(plain.train_rows)
     # `each` draw: a row per (document, kind); the cap counts rows, the new documents' rows go first
     each = DocumentPairs(DocumentPairConfig(**{**config.__dict__, "draw": "each", "limit_rows": 32}), WordTokenizer())
     by_document = {ids[each.document(int(r))] for r in each.train_rows}
