@@ -1,7 +1,7 @@
 """The corpus ladder's large rung (`docs-100k`): 100,000+ sections of real documentation installed from the
 package registries, one folder a user could point a night at.
 
-    apt-get install -y python3-doc rust-doc manpages manpages-dev   # once, on the machine that builds it
+    apt-get install -y python3-doc rust-doc manpages manpages-dev linux-doc-6.1 postgresql-doc-15 cmake-doc git-doc
     .venv/bin/python benchmarks/corpus_ladder.py --workdir /tmp/ladder8 --corpora docs-100k
 
 It holds, each part in a folder of its own (every record's page is its label for the labelled check):
@@ -13,7 +13,10 @@ It holds, each part in a folder of its own (every record's page is its label for
   per h1-h3 section, its page as its label. Left out as copies of pages kept: `core` and `alloc` outside
   `core::arch` (the standard library re-exports them with the same text), the other architectures' intrinsics
   (x86's and ARM's are x86-64's and AArch64's again), `core_arch`, and the source listings (`src/`); and
-  redirect pages (a re-export's page that only points at the item's).
+  redirect pages (a re-export's page that only points at the item's);
+- `linux/`, `postgresql/`, `cmake/`, `git/`: links to the HTML of the Linux kernel's documentation, PostgreSQL's
+  manual, CMake's and Git's documentation (`linux-doc-6.1`, `postgresql-doc-15`, `cmake-doc`, `git-doc`), read
+  the same way (Sphinx's `_sources` copies and assets left out).
 Nothing is copied from the packages' own files but the manual pages' and reST sources' text, cut into records.
 """
 
@@ -22,12 +25,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-RUST_DOC = Path("/usr/share/doc/rust-doc/html")
+DOC = Path("/usr/share/doc")
+RUST_DOC = DOC / "rust-doc" / "html"
 RUST_PARTS = (
     "book", "reference", "nomicon", "rust-by-example", "edition-guide", "embedded-book", "unstable-book",
     "rustc", "rustdoc", "std", "proc_macro", "test", "core/arch/x86_64", "core/arch/aarch64", "core/arch/wasm32",
 )  # fmt: skip
-PACKAGES = {"man": "manpages, manpages-dev", "python": "python3-doc", "rust": "rust-doc"}
+# More documentation sites of the same kind (HTML, each page's sections its records), the parts that take the rung
+# past 100,000 sections: the Linux kernel's Sphinx documentation, PostgreSQL's manual, CMake's and Git's.
+SITES = {
+    "linux": DOC / "linux-doc-6.1",
+    "postgresql": DOC / "postgresql-doc-15",
+    "cmake": DOC / "cmake-data" / "html",
+    "git": DOC / "git-doc",
+}
+SKIP_DIRS = ("_sources", "_static", "_images")  # Sphinx's copies of the sources and its assets
+PACKAGES = {
+    "man": "manpages, manpages-dev",
+    "python": "python3-doc",
+    "rust": "rust-doc",
+    "linux": "linux-doc-6.1",
+    "postgresql": "postgresql-doc-15",
+    "cmake": "cmake-doc",
+    "git": "git-doc",
+}
 
 
 def is_redirect(path: Path) -> bool:
@@ -37,14 +58,21 @@ def is_redirect(path: Path) -> bool:
 
 
 def rust_pages(source: Path, out: Path) -> dict[str, int]:
-    """Links in `out` to the chosen parts' HTML pages, in their own layout; counts of pages and of redirects
-    left out."""
+    """Links in `out` to the chosen rust-doc parts' HTML pages, in their own layout; counts."""
+    return html_pages(source, RUST_PARTS, out, "rust")
+
+
+def html_pages(source: Path, parts: tuple[str, ...], out: Path, name: str) -> dict[str, int]:
+    """Links in `out` to the HTML pages under `source`'s `parts`, in their own layout (Sphinx's source copies
+    and assets left out); counts of pages and of redirects left out."""
     pages = redirects = 0
-    for part in RUST_PARTS:
+    for part in parts:
         folder = source / part
         if not folder.is_dir():
-            raise SystemExit(f"{folder}: missing; the large rung needs `apt-get install -y rust-doc`")
+            raise SystemExit(f"{folder}: missing; the large rung needs `apt-get install -y {PACKAGES[name]}`")
         for page in sorted(folder.rglob("*.html")):
+            if set(page.relative_to(source).parts) & set(SKIP_DIRS):
+                continue
             if is_redirect(page):
                 redirects += 1
                 continue
@@ -61,13 +89,15 @@ def large_corpus(out: Path) -> dict[str, dict[str, int]]:
     from corpus_ladder import MAN, man_corpus
     from gate_ladder import PYTHON_DOCS, docs_corpus
 
-    for part, where in (("man", MAN / "man1"), ("python", PYTHON_DOCS), ("rust", RUST_DOC)):
+    needed = {"man": MAN / "man1", "python": PYTHON_DOCS, "rust": RUST_DOC, **SITES}
+    for part, where in needed.items():
         if not where.is_dir():
             raise SystemExit(f"{where}: missing; the large rung needs `apt-get install -y {PACKAGES[part]}`")
     counts = {
         "man": man_corpus(MAN, out / "man", target=10**9),
         "python": docs_corpus(PYTHON_DOCS, out / "python"),
         "rust": rust_pages(RUST_DOC, out / "rust"),
+        **{name: html_pages(where, (".",), out / name, name) for name, where in SITES.items()},
     }
     print("large rung: " + json.dumps(counts), flush=True)
     return counts
