@@ -6,7 +6,7 @@ package registries, one folder a user could point a night at.
 
 It holds, each part in a folder of its own (every record's page is its label for the labelled check):
 - `man/`: every manual page (`/usr/share/man/man1` to `man8`, without the Google Cloud SDK's generated
-  pages), one JSONL record per section of a page (corpus_ladder.py: `man_corpus`, no cap on the count);
+  pages), one JSONL record per section of a page (man_pages.py: `man_corpus`, no cap on the count);
 - `python/`: the Python documentation's reST sources, one record per section (gate_ladder.py: `docs_corpus`);
 - `rust/`: links to `rust-doc`'s HTML (the Rust book and its companion books, the standard library's reference,
   and the architecture intrinsics of x86-64, AArch64 and WebAssembly), read by ingest's HTML reader: a document
@@ -53,7 +53,8 @@ PACKAGES = {
 
 def is_redirect(path: Path) -> bool:
     """A page that only sends the browser to another (`<meta http-equiv="refresh">`, rustdoc's re-exports)."""
-    head = path.read_bytes()[:2048].lower()
+    with open(path, "rb") as f:
+        head = f.read(2048).lower()  # the head only: a reference page can be megabytes
     return b'http-equiv="refresh"' in head or b"<title>redirection</title>" in head
 
 
@@ -86,8 +87,8 @@ def html_pages(source: Path, parts: tuple[str, ...], out: Path, name: str) -> di
 
 def large_corpus(out: Path) -> dict[str, dict[str, int]]:
     """Builds the rung's three folders under `out`; counts per part."""
-    from corpus_ladder import MAN, man_corpus
     from gate_ladder import PYTHON_DOCS, docs_corpus
+    from man_pages import MAN, man_corpus
 
     needed = {"man": MAN / "man1", "python": PYTHON_DOCS, "rust": RUST_DOC, **SITES}
     for part, where in needed.items():

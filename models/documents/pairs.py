@@ -187,16 +187,16 @@ class DocumentPairs:
         from models.training.replay import content_digests, new_first
 
         c, docs = self.config, self.questions
-        now = content_digests(docs.ids, docs.titles, docs.sentences)
         changed = np.zeros(len(docs), bool)  # without an earlier split nothing is new: a seeded sample
         if c.replay_source:
             before = load_documents(c.replay_source)
             old = content_digests(before.ids, before.titles, before.sentences)
+            now = content_digests(docs.ids, docs.titles, docs.sentences)
             changed = np.array([old.get(i) != now[i] for i in docs.ids], bool)
-        chosen, counts = new_first(rows, changed[[self.document(int(r)) for r in rows]], c.replay_ratio,
-                                   c.limit_rows, c.seed)  # fmt: skip
+        of_row = np.array([self.document(int(r)) for r in rows], np.int64)
+        chosen, counts = new_first(rows, changed[of_row], c.replay_ratio, c.limit_rows, c.seed)
         documents = {self.document(int(r)) for r in chosen}
-        new_docs = {self.document(int(r)) for r in rows if changed[self.document(int(r))]}
+        new_docs = set(of_row[changed[of_row]].tolist())
         out = {"new_documents": len(new_docs), "trained_documents": len(documents)}
         return chosen, {**out, "new_trained_documents": len(new_docs & documents), **counts}
 
