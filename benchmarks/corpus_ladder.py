@@ -123,7 +123,7 @@ def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = 
         started = time.process_time(), time.time()
         with TreeMemory() as memory:
             nightly_retrain(root=str(root))
-        print(f"night: {time.time() - started[1]:.0f} s wall, peak {memory.peak_bytes / 2**30:.2f} GiB", flush=True)
+        print(f"night: {time.time() - started[1]:.0f} s wall, {memory.line()}", flush=True)
     first = min(pq.read_table(rows).to_pylist(), key=lambda r: r["created_at"])
     # the row names models under the root relative to it (as every record of a root)
     return {**first, **{k: recorded_path(root, first[k]) for k in ("candidate", "champion")}}

@@ -106,12 +106,14 @@ def large_corpus(out: Path) -> dict[str, dict[str, int]]:
 
 class TreeMemory:
     """The peak resident memory of this process and every process it started (the night's training and Dask
-    workers, the temporary Prefect server), sampled from /proc once a second in a thread."""
+    workers, the temporary Prefect server), sampled from /proc once a second in a thread: the sum over the tree
+    (`peak_bytes`; pages they share count twice: an upper bound) and the largest one process reached
+    (`peak_process_bytes`, with its command line's start in `peak_process`)."""
 
     def __init__(self, every_s: float = 1.0):
         import threading
 
-        self.every_s, self.peak_bytes = every_s, 0
+        self.every_s, self.peak_bytes, self.peak_process_bytes, self.peak_process = every_s, 0, 0, ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -127,12 +129,26 @@ class TreeMemory:
         import os
 
         while not self._stop.is_set():
-            self.peak_bytes = max(self.peak_bytes, tree_rss(os.getpid()))
+            each = tree_rss_each(os.getpid())
+            self.peak_bytes = max(self.peak_bytes, sum(each.values()))
+            if each and (top := max(each, key=each.get)) and each[top] > self.peak_process_bytes:
+                self.peak_process_bytes, self.peak_process = each[top], _command(top)
             self._stop.wait(self.every_s)
+
+    def line(self) -> str:
+        return (
+            f"peak {self.peak_bytes / 2**30:.2f} GiB summed over the processes, "
+            f"{self.peak_process_bytes / 2**30:.2f} GiB the largest one ({self.peak_process})"
+        )
 
 
 def tree_rss(root: int) -> int:
-    """Resident bytes of process `root` and its descendants (from /proc/<pid>/stat and /proc/<pid>/statm)."""
+    """Resident bytes of process `root` and its descendants."""
+    return sum(tree_rss_each(root).values())
+
+
+def tree_rss_each(root: int) -> dict[int, int]:
+    """{pid: resident bytes} of process `root` and its descendants (from /proc/<pid>/stat and /proc/<pid>/statm)."""
     import os
 
     children: dict[int, list[int]] = {}
@@ -143,12 +159,19 @@ def tree_rss(root: int) -> int:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(parent, []).append(int(entry.name))
-    total, todo, page = 0, [root], os.sysconf("SC_PAGE_SIZE")
+    out, todo, page = {}, [root], os.sysconf("SC_PAGE_SIZE")
     while todo:
         pid = todo.pop()
         try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+            out[pid] = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
         except (OSError, IndexError, ValueError):
             pass
         todo.extend(children.get(pid, []))
-    return total
+    return out
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()[:80]
+    except OSError:
+        return "?"

@@ -23,6 +23,7 @@ a second fails at once, naming the first).
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -89,17 +90,24 @@ def resolve_method(cfg: NightlyConfig) -> NightlyConfig:
     return replace(cfg, train=replace(cfg.train, method=method))
 
 
-def replay_options(t: Any, champion: dict[str, Any] | None, base: Path, capped: bool = False) -> dict[str, Any]:
-    """What a candidate on a grown corpus trains on (models/training/replay.py): with `[train] replay = R` the
-    rows new since the champion's data (TFCSG: its keywords output; documents: the split output its training
-    read) plus a seeded sample of the older ones, R times as many; with a capped run (`capped`: the budget cut
-    the steps) the new ones first, then older ones as far as the steps go. The first night, and a champion from
-    another kind of input, train on everything."""
-    if not (t.replay or capped) or t.method not in ("tfcsg", "documents"):
+def replay_options(
+    method: str, ratio: float, champion: dict[str, Any] | None, base: Path, capped: bool = False
+) -> dict[str, Any]:
+    """What a candidate on a grown corpus trains on (models/training/replay.py): with a replay `ratio` R
+    (`[train] replay`, resolved by the plan) the rows new since the champion's data (TFCSG: its keywords output;
+    documents: the split output its training read) plus a seeded sample of the older ones, R times as many;
+    with a capped run (`capped`: the budget cut the steps) the new ones first, then older ones as far as the
+    steps go. The first night, and a champion from another kind of input, train on everything."""
+    if not (ratio or capped) or method not in ("tfcsg", "documents"):
         return {}
-    earlier = champion_input(champion, base, t.method)
+    earlier = champion_input(champion, base, method)
     out = {"new_first": True} if capped else {}  # the rows the steps show, chosen before clustering reads them
-    return {**out, "replay_since": earlier, "replay_ratio": float(t.replay)} if earlier else out
+    return {**out, "replay_since": earlier, "replay_ratio": float(ratio)} if earlier else out
+
+
+def fixed_replay(t: Any) -> float:
+    """`[train] replay` where no plan resolves "auto" (a GUR night, a named suite): a number as given, else 0."""
+    return 0.0 if t.replay == "auto" else float(t.replay)
 
 
 def champion_input(champion: dict[str, Any] | None, base: Path, method: str) -> str:
@@ -179,25 +187,50 @@ def failed(base: Path, name: str, state: NightState, exc: Exception) -> None:
     publish(decision_markdown("failed", f"{row['reason']}: {exc}", state.candidate, "", {}, []))
 
 
-def night_plan(cfg: NightlyConfig, base: Path, suite: Any, started: float) -> Any:
-    """The budget's plan (tasks/nightly/budget.py), printed before training: a documents or TFCSG night on a
-    held-out split; None for a GUR night (its own minutes of training, GUR_NIGHT) or a named suite (the training
-    side is not counted)."""
+def night_plan(
+    cfg: NightlyConfig,
+    base: Path,
+    suite: Any,
+    started: float,
+    inputs: dict[str, dict[str, str]],
+    champion: dict[str, Any] | None,
+) -> tuple[Any, float]:
+    """(the budget's plan, the replay ratio the candidate trains with), the plan printed before training
+    (tasks/nightly/budget.py): a documents or TFCSG night on a held-out split. A later night whose full epoch
+    does not fit trains on what is new plus a replay sample (`[train] replay`, "auto": budget.replay_ratio),
+    its length counted here on the night's input against the champion's. No plan (None) for a GUR night (its
+    own minutes of training, GUR_NIGHT) or a named suite (the training side is not counted)."""
     from models.training.presets import question_config, resolve_preset
-    from tasks.nightly.budget import Work, full_steps, measured_rates, plan_night
+    from models.training.replay import count_new
+    from tasks.nightly.budget import Work, full_steps, measured_rates, plan_night, replay_ratio, replay_rows
 
-    method = cfg.train.method
+    t, method = cfg.train, cfg.train.method
     if method not in ("documents", "tfcsg") or not suite.train_records:
-        return None
-    preset = question_config(method, resolve_preset(cfg.train.preset, gpu=False), dict(cfg.train.options))
+        return None, fixed_replay(t)
+    preset = question_config(method, resolve_preset(t.preset, gpu=False), dict(t.options))
     share = documents_gur_share(cfg) if method == "documents" else 0.0
-    steps = cfg.train.steps or full_steps(suite.train_records, preset["batch_size"], preset["epochs"], share)
+
+    def length(records: int) -> int:
+        return t.steps or full_steps(records, preset["batch_size"], preset["epochs"], share)
+
     guard = bool(cfg.evaluate.stsb or cfg.evaluate.lee)
-    work = Work(steps=steps, suite_docs=suite.scored, corpus_docs=suite.records, guard=guard)
-    plan = plan_night(cfg.budget.minutes * 60, time.time() - started, work, measured_rates(base, method))
+    work = Work(steps=length(suite.train_records), suite_docs=suite.scored, corpus_docs=suite.records, guard=guard)
+    budget_s, rates = cfg.budget.minutes * 60, measured_rates(base, method)
+    plan = plan_night(budget_s, time.time() - started, work, rates)
+    earlier = champion_input(champion, base, method)
+    ratio = replay_ratio(t.replay, bool(earlier), not plan.capped)
+    if ratio and earlier and not t.steps:
+        stage = "keywords" if method == "tfcsg" else "split"
+        now = ref_dir(base, inputs["data"] if method == "tfcsg" else inputs["split"])
+        new, rows = count_new(method, str(now), str(ref_dir(base, {"stage": stage, "fingerprint": earlier})))
+        if new:  # where nothing is new every row is an older one: the ratio does not apply
+            scaled = suite.train_records * replay_rows(new, rows, ratio) / max(rows, 1)  # the trainer's own rows
+            replay = {"ratio": ratio, "new_rows": new, "rows": rows, "epoch_steps": work.steps}
+            work = replace(work, steps=min(work.steps, length(math.ceil(scaled))), replay=replay)
+            plan = plan_night(budget_s, time.time() - started, work, rates)
     for line in plan.lines():
         print(line)
-    return plan
+    return plan, ratio
 
 
 def budget_line(plan: Any, actual: dict[str, float]) -> str:
@@ -218,17 +251,20 @@ def train_candidate(
     champion: dict[str, Any] | None,
     steps: int = 0,
     capped: bool = False,
+    ratio: float | None = None,
 ) -> tuple[dict[str, str], str, str]:
     """(train output, candidate export, the model it is judged against): warm-started from the model in use (the
     champion, else the configured init, else MiniLM); `method = "gur"` with GUR_NIGHT's settings and time budget;
     documents on the split's sentences and the night's own shuffle output (`inputs`: data_stages). `steps`: the
     budget's cut (0: the configured or the recipe's length); `capped`: it cut them, so the rows new since the
-    champion's data go first (replay_options)."""
+    champion's data go first (replay_options); `ratio`: the plan's replay ratio (None: `[train] replay` as a number,
+    "auto" as 0)."""
     from flows.train import train_flow
     from tasks.nightly.recipe import GUR_NIGHT
 
     t = cfg.train
     init = start_of(cfg, champion)
+    replay = replay_options(t.method, fixed_replay(t) if ratio is None else ratio, champion, base, capped)
     data = inputs["data"]
     kwargs: dict[str, Any] = {"keywords": data["fingerprint"]} if t.method == "tfcsg" else {"shards": data}
     if t.method == "documents":
@@ -238,7 +274,7 @@ def train_candidate(
         preset=t.preset if t.preset != "auto" or t.method != "gur" else None,
         steps=steps or t.steps or None,
         init_from=init,
-        options={**(GUR_NIGHT if t.method == "gur" else {}), **t.options, **replay_options(t, champion, base, capped)},
+        options={**(GUR_NIGHT if t.method == "gur" else {}), **t.options, **replay},
         root=str(base),
         **kwargs,
     )
@@ -367,10 +403,11 @@ def _night(cfg: NightlyConfig, base: Path, name: str, state: NightState, made: l
             started=started,
             made=made,
         )
-    plan = night_plan(cfg, base, suite, started)
+    plan, ratio = night_plan(cfg, base, suite, started, inputs, champion)
     trained_at = time.time()
     capped = bool(plan and plan.capped)
-    ref, candidate, reference = train_candidate(cfg, base, inputs, champion, plan.steps if capped else 0, capped)
+    steps = plan.steps if capped else 0
+    ref, candidate, reference = train_candidate(cfg, base, inputs, champion, steps, capped, ratio)
     state.candidate = candidate
     judged_at = time.time()
     judged = judge_candidate(cfg, base, suite, candidate, reference)

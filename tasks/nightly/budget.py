@@ -11,6 +11,9 @@ encode the suite, capped by `[evaluate] suite_documents`, and the guard), keeps 
 estimate misses, and gives training the rest: the recipe's full length when it fits, else the steps that
 fit (the first batches of the epoch's seeded order; with clustered batches, the pages of a random subset of
 the clusters; at least MIN_STEPS).
+A later night (the champion trained on an earlier output of this root) whose full epoch does not fit trains on
+what is new or changed since the champion's data plus a seeded replay sample of the rest (`[train] replay`,
+"auto": AUTO_REPLAY older rows per new one), so a night costs what is new, not the whole corpus.
 The embedding for search runs after the decision (never what the decision waits for): the plan says how
 long it will take, so the night says when search serves the new champion.
 
@@ -34,6 +37,7 @@ from storage.layout import MANIFEST
 MIN_STEPS = 10  # fewer and a candidate is noise: the plan says it overruns instead
 RESERVE = 0.10  # of what is left after the data stages: what the estimates may miss
 DEFAULT_MINUTES = 180.0
+AUTO_REPLAY = 1.0  # older rows per new one: a TFCSG night on new + x1 matched the full corpus (docs/nightly.md)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class Work:
     suite_docs: int  # held-out documents the gate scores (after the cap)
     corpus_docs: int  # documents search embeds after a promotion
     guard: bool = True  # the gate also scores an STS guard (STS-B or Lee-50)
+    replay: dict[str, Any] = field(default_factory=dict)  # a replay run: ratio, new_rows, rows, epoch_steps
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,7 @@ class Plan:
     embed_s: float  # after the decision
     fits: bool  # the estimate ends within the budget
     rates: Rates
+    replay: dict[str, Any] = field(default_factory=dict)  # Work.replay
 
     @property
     def capped(self) -> bool:
@@ -95,9 +101,16 @@ class Plan:
         out.append(
             f"plan: training {steps} x {r.train_step_s:.1f} s ({r.source('train_step_s')}) = {_duration(self.train_s)}"
         )
+        if self.replay:
+            p = self.replay
+            out.append(
+                f"plan: a later night: {p['new_rows']} of {p['rows']} training rows new or changed since the "
+                f"champion's data, then {p['ratio']:g} older row(s) per new one ([train] replay): "
+                f"{self.full_steps} steps (the full epoch: {p['epoch_steps']})"
+            )
         if self.capped:
             out.append(
-                f"plan: the full epoch ({self.full_steps} steps, {_duration(self.full_steps * r.train_step_s)}) "
+                f"plan: the full run ({self.full_steps} steps, {_duration(self.full_steps * r.train_step_s)}) "
                 f"does not fit: {self.steps} steps train on what is new or changed since the champion's data first, "
                 "then a seeded sample of the rest (the first night: a seeded sample of the training side)"
             )
@@ -129,7 +142,23 @@ def plan_night(budget_s: float, elapsed_s: float, work: Work, rates: Rates = DEF
     train_s = steps * rates.train_step_s
     embed_s = work.corpus_docs * rates.embed_doc_s
     fits = elapsed_s + train_s + gate_s <= budget_s
-    return Plan(budget_s, elapsed_s, work.steps, steps, train_s, gate_s, embed_s, fits, rates)
+    return Plan(budget_s, elapsed_s, work.steps, steps, train_s, gate_s, embed_s, fits, rates, work.replay)
+
+
+def replay_ratio(setting: float | str, later: bool, epoch_fits: bool) -> float:
+    """`[train] replay` as a ratio: "auto" is AUTO_REPLAY on a later night whose full epoch does not fit the
+    budget, else 0 (every row: a first night, or a corpus small enough to retrain whole)."""
+    if setting != "auto":
+        return float(setting)
+    return AUTO_REPLAY if later and not epoch_fits else 0.0
+
+
+def replay_rows(new_rows: int, rows: int, ratio: float) -> int:
+    """The rows a replay run trains on (models/training/replay.py's new_first without a cap): the new ones and
+    `ratio` times as many older ones; every row where nothing is new or the ratio is 0."""
+    if not new_rows or ratio == 0:
+        return rows
+    return new_rows + min(rows - new_rows, round(ratio * new_rows))
 
 
 def full_steps(records: int, batch_size: int, epochs: float, gur_share: float = 0.0) -> int:

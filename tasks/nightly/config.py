@@ -15,9 +15,10 @@
     preset = "auto"              # tfcsg: paper / cpu / auto (= cpu, the measured one)
     steps = 0                    # 0: the preset's length
     options = {}                 # any TrainConfig field, e.g. {lr = 3e-5}
-    replay = 0.0                 # tfcsg, documents, > 0: train on what is new since the champion's data
-                                 # plus a seeded sample of the older rows, `replay` times as many (0: all of
-                                 # them); a night the budget caps trains on what is new first either way
+    replay = "auto"              # tfcsg, documents, R > 0: train on what is new since the champion's data
+                                 # plus a seeded sample of the older rows, R times as many; 0: all of them;
+                                 # auto: 1 on a later night whose full epoch does not fit the budget, else 0
+                                 # (a night the budget caps trains on what is new first either way)
 
     [keywords]                   # tfcsg: GSDMM on the corpus
     k = 30
@@ -121,7 +122,7 @@ class TrainSection:
     preset: str = "auto"
     steps: int = 0
     options: dict[str, Any] = field(default_factory=dict)
-    replay: float = 0.0
+    replay: float | str = "auto"  # tasks/nightly/budget.py: replay_ratio
 
 
 @dataclass(frozen=True)
@@ -290,8 +291,13 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
     train = _section(TrainSection, data.get("train", {}), "train", source)
     if train.method not in NIGHT_METHODS:
         raise ValueError(f"{source}: [train] method must be one of {', '.join(NIGHT_METHODS)}, not {train.method!r}")
-    if train.replay < 0:
-        raise ValueError(f"{source}: [train] replay must be >= 0 (older rows per new one; 0: all), not {train.replay}")
+    if train.replay != "auto" and (
+        isinstance(train.replay, bool) or not isinstance(train.replay, int | float) or train.replay < 0
+    ):
+        raise ValueError(
+            f'{source}: [train] replay must be "auto" or a number >= 0 (older rows per new one; 0: all), '
+            f"not {train.replay!r}"
+        )
     train = TrainSection(**{**train.__dict__, "init_from": _absolute(train.init_from, base)})
     evaluate = _section(EvaluateSection, data.get("evaluate", {}), "evaluate", source)
     evaluate = EvaluateSection(

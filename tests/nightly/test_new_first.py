@@ -74,9 +74,68 @@ def test_a_capped_documents_run_trains_the_new_and_changed_documents_and_fills_u
     assert len(each.train_rows) == 32 and by_document >= new
 
 
-def test_a_negative_replay_is_one_line_naming_the_file(tmp_path):
+def test_a_bad_replay_is_one_line_naming_the_file_and_auto_is_the_default(tmp_path):
     from tasks.nightly.config import load_nightly_config
 
     (tmp_path / "bad.toml").write_text(f'[corpus]\npath = "{tmp_path}"\n[train]\nreplay = -1\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad.toml: \[train\] replay must be >= 0"):
+    with pytest.raises(ValueError, match=r'bad.toml: \[train\] replay must be "auto" or a number >= 0'):
         load_nightly_config(tmp_path / "bad.toml")
+    (tmp_path / "bad.toml").write_text(f'[corpus]\npath = "{tmp_path}"\n[train]\nreplay = "half"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"replay must be .* not 'half'"):
+        load_nightly_config(tmp_path / "bad.toml")
+    (tmp_path / "ok.toml").write_text(f'[corpus]\npath = "{tmp_path}"\n', encoding="utf-8")
+    assert load_nightly_config(tmp_path / "ok.toml").train.replay == "auto"
+
+
+def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_much_again(tmp_path):
+    """The plan sizes a replay run by the rows new since the champion's split (counted as the recipe marks them),
+    so a later night costs what is new; a first night, or an epoch that fits, trains everything."""
+    import json
+    import time
+    from types import SimpleNamespace
+
+    from flows.nightly_retrain import night_plan
+    from models.training.replay import count_new
+    from tasks.nightly.budget import full_steps
+    from tasks.nightly.config import load_nightly_config
+
+    docs = wiki_documents(60, sentences=5)
+    changed = dict(docs[3], text=docs[3]["text"] + " A sentence added to this section tonight.")
+    base = tmp_path / "root"
+    for fp, part in (("a" * 16, docs[:45]), ("b" * 16, [*docs[:3], changed, *docs[4:]])):
+        (base / "split" / fp).mkdir(parents=True)
+        sentences_file(base / "split" / fp / "part-0.parquet", part)
+    assert count_new("documents", str(base / "split" / ("b" * 16)), str(base / "split" / ("a" * 16))) == (16, 60)
+    (base / "train" / "t1").mkdir(parents=True)  # the champion's run read the earlier split
+    upstream = [{"stage": "split", "fingerprint": "a" * 16, "path": f"split/{'a' * 16}"}]
+    (base / "train" / "t1" / "_manifest.json").write_text(json.dumps({"upstream": upstream}), encoding="utf-8")
+    champion = {"method": "documents", "train": {"stage": "train", "fingerprint": "t1", "path": "train/t1"}}
+    inputs = {"split": {"stage": "split", "fingerprint": "b" * 16, "path": f"split/{'b' * 16}"}}
+    suite = SimpleNamespace(train_records=60, scored=0, records=75)
+
+    def plan(replay: str, minutes: float, champ=champion):
+        path = tmp_path / "nightly.toml"
+        path.write_text(
+            f'[corpus]\npath = "{tmp_path}"\n[train]\nmethod = "documents"\nreplay = {replay}\n'
+            f"options = {{batch_size = 4}}\n[evaluate]\nstsb = []\n[gate]\nguards = {{}}\n"
+            f"[budget]\nminutes = {minutes}\n",
+            encoding="utf-8",
+        )  # no guard, no suite: the gate costs nothing, the default rates (7 s a step) are the root's
+        return night_plan(load_nightly_config(path), base, suite, time.time(), inputs, champ)
+
+    epoch, replayed = full_steps(60, 4, 1.0, 0.2), full_steps(32, 4, 1.0, 0.2)  # 16 new + 16 older
+    roomy, ratio = plan('"auto"', 180)  # the epoch fits: everything, as on a small corpus
+    assert (roomy.full_steps, roomy.steps, ratio, roomy.replay) == (epoch, epoch, 0.0, {})
+    tight, ratio = plan('"auto"', 2)  # 108 s for training: 15 of the epoch's 19 steps, the replay run's 10 fit
+    assert ratio == 1.0 and (tight.full_steps, tight.steps, tight.capped, tight.fits) == (
+        replayed,
+        replayed,
+        False,
+        True,
+    )
+    assert tight.replay == {"ratio": 1.0, "new_rows": 16, "rows": 60, "epoch_steps": epoch}
+    assert "16 of 60 training rows new or changed" in "\n".join(tight.lines())
+    first, ratio = plan('"auto"', 2, champ=None)  # a first night: nothing is earlier, the steps that fit
+    assert ratio == 0.0 and first.capped and first.steps == 15 and first.replay == {}
+    explicit, ratio = plan("0.5", 180)  # a number: always, budget or not
+    assert ratio == 0.5 and explicit.full_steps == full_steps(24, 4, 1.0, 0.2) and explicit.replay["ratio"] == 0.5

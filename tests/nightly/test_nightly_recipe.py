@@ -372,7 +372,9 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     # since the champion's split first, then a seeded sample of the rest, as far as the 10 steps go
     write_jsonl(corpus / "c.jsonl", later)
     # (this root's measured rates fit 60 tiny steps in a minute: a budget of under a second cuts them to 10)
-    capped = write_documents_config(tmp_path / "capped.toml", corpus, model, lr=1e-3, gur_share=0.5, minutes=0.01)
+    capped = write_documents_config(
+        tmp_path / "capped.toml", corpus, model, lr=1e-3, steps=0, gur_share=0.5, minutes=0.01
+    )  # the recipe's length: an epoch
     capped.write_text(
         capped.read_text().replace("threads = 1,", "threads = 1, batch_size = 4, heldout_fraction = 0.0,"),
         encoding="utf-8",
@@ -387,6 +389,9 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     (mirror,) = (root / "holdout").glob("*/train/c.jsonl.jsonl")  # the new file's training side
     new = len(mirror.read_text(encoding="utf-8").splitlines())
     assert data["new_documents"] == new > 0 and data["new_trained_documents"] == data["new_documents"]
+    # the epoch does not fit, so `replay = "auto"` is 1: the plan counted the same new sections
+    replay = json.loads(second["plan"])["replay"]
+    assert (replay["ratio"], replay["new_rows"], replay["rows"]) == (1.0, new, new + data["old_rows"])
     assert data["train_documents"] == MIN_STEPS // 2 * 4  # the 5 structure batches of 4 among 10 steps (half GUR)
 
 

@@ -1,0 +1,106 @@
+"""The large rung's next night: about 1% of its documents new, as users add pages beside the others.
+
+    .venv/bin/python benchmarks/later_night.py set-aside --workdir /tmp/ladder9 [--share 0.01]
+    .venv/bin/python benchmarks/corpus_ladder.py --workdir /tmp/ladder9 --corpora docs-100k --budget 30
+    .venv/bin/python benchmarks/later_night.py run --workdir /tmp/ladder9
+
+`set-aside` (before the rung's first night) moves a seeded `share` of the rung's HTML pages (the rust, linux,
+postgresql, cmake and git folders: a file is a page there) out of the corpus into `docs-100k/later/`;
+`run` (after the first night) moves them back, a folder of new pages beside the others, and runs the root's next
+night with its config unchanged (every default but the first night's budget). It prints the night's wall time,
+its decision row's plan and actuals, and the peak memory of its processes. The first night's champion makes this
+a later night: what is new since its data is what `[train] replay = "auto"` counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+PAGES = ("rust", "linux", "postgresql", "cmake", "git")  # one file a page (man and python: a file holds many)
+KEYS = ("decision", "reason", "gain", "gain_low", "gain_high", "queries", "documents_new", "files_new", "embedded")
+
+
+def chosen(relative: str, share: float, seed: int = 0) -> bool:
+    """A seeded hash-based choice of a page by its path: the same pages on every machine."""
+    digest = hashlib.blake2b(f"{seed}:{relative}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 < share
+
+
+def set_aside(work: Path, share: float) -> dict[str, int]:
+    """Moves the chosen pages from `docs-100k/corpus` to `docs-100k/later` (once; a second call counts them)."""
+    from corpus_ladder import build_corpus
+
+    corpus, _, _ = build_corpus("docs-100k", work)
+    later = work / "docs-100k" / "later"
+    if (work / "docs-100k" / "data" / "models").exists() and not later.exists():
+        raise SystemExit(f"{work}/docs-100k/data has had its first night: set pages aside before it")
+    moved = 0
+    for part in PAGES:
+        for path in sorted(p for p in (corpus / part).rglob("*") if p.is_file() or p.is_symlink()):
+            relative = str(path.relative_to(corpus))
+            if chosen(relative, share):
+                target = later / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                path.rename(target)  # a link moves as a link: nothing is copied
+                moved += 1
+    total = sum(1 for _ in later.rglob("*.html")) if later.exists() else 0
+    print(f"set aside {moved} pages now, {total} in {later}", flush=True)
+    return {"moved": moved, "later": total}
+
+
+def run(work: Path) -> dict:
+    """Puts the set-aside pages back beside the others and runs the root's next night."""
+    import pyarrow.parquet as pq
+    from large_corpus import TreeMemory
+
+    from flows.nightly_retrain import nightly_retrain
+
+    corpus, later, root = (work / "docs-100k" / p for p in ("corpus", "later", "data"))
+    if not (root / "models" / "promotions").exists():
+        raise SystemExit(f"{root}: no first night yet (corpus_ladder.py --corpora docs-100k)")
+    back = 0
+    for path in sorted(p for p in later.rglob("*") if p.is_file() or p.is_symlink()) if later.exists() else []:
+        target = corpus / path.relative_to(later)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        path.rename(target)
+        back += 1
+    if later.exists():
+        shutil.rmtree(later)
+    print(f"{back} pages back beside the others", flush=True)
+    started = time.time()
+    with TreeMemory() as memory:
+        nightly_retrain(root=str(root))
+    print(f"night: {time.time() - started:.0f} s wall, {memory.line()}", flush=True)
+    row = max(pq.read_table(root / "models" / "promotions").to_pylist(), key=lambda r: r["created_at"])
+    out = {k: row.get(k) for k in KEYS}
+    out["plan"], out["actual"] = json.loads(row["plan"] or "null"), json.loads(row["actual"] or "null")
+    print(json.dumps(out, indent=1, default=str), flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("step", choices=("set-aside", "run"), help="set-aside before the first night, run after")
+    parser.add_argument("--workdir", required=True, help="corpus_ladder.py's workdir (docs-100k in it)")
+    parser.add_argument("--share", type=float, default=0.01, help="of the HTML pages set aside (set-aside)")
+    args = parser.parse_args()
+    work = Path(args.workdir)
+    set_aside(work, args.share) if args.step == "set-aside" else run(work)
+
+
+if __name__ == "__main__":
+    main()
