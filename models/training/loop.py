@@ -467,6 +467,7 @@ def finish(run: Run) -> dict[str, Any]:
             params=run.model.num_params(),
             export="export" if cfg.export else None,
             max_steps=cfg.max_steps,
+            trained_s=round(run.trained_seconds(), 3),  # in the step loop (a night's plan: its rate per step)
             **run.recipe.info,
         )
         atomic_write_text(run.out / "summary.json", json.dumps(summary, indent=2) + "\n")

@@ -17,7 +17,8 @@ what is new or changed since the champion's data plus a seeded replay sample of 
 The embedding for search runs after the decision (never what the decision waits for): the plan says how
 long it will take, so the night says when search serves the new champion.
 
-Rates are this root's own where it has them (the newest training run of the method: seconds per step;
+Rates are this root's own where it has them (the newest training run of the method: seconds per step in its
+step loop and the rest of its time as a start cost, which does not grow with the steps;
 the newest label-free evaluation units: seconds per suite document per model, and the guard's; the
 newest embed output: seconds per embedded document), else DEFAULT_RATES, measured on the 2-core
 development VM (docs/nightly.md).
@@ -45,6 +46,7 @@ class Rates:
     """Seconds per unit of work on this machine, and where each figure came from."""
 
     train_step_s: float = 7.0  # the documents recipe, batch 32 x 256-token passages, 2 cores (clustering included)
+    train_start_s: float = 0.0  # a run's time outside its steps (loading, clustering, the export); 0: in the rate
     suite_doc_s: float = 0.075  # one model: the label-free tasks' share of one held-out document (float32)
     guard_s: float = 35.0  # one model: the STS guard (STS-B train, 5,749 pairs)
     embed_doc_s: float = 0.02  # one document embedded for search (bfloat16 where native)
@@ -98,8 +100,10 @@ class Plan:
             f"stages, {_duration(left)} left"
         ]
         steps = f"{self.steps} steps" if not self.capped else f"{self.steps} of {self.full_steps} steps"
+        start = f" + {_duration(r.train_start_s)} to start" if r.train_start_s else ""
         out.append(
-            f"plan: training {steps} x {r.train_step_s:.1f} s ({r.source('train_step_s')}) = {_duration(self.train_s)}"
+            f"plan: training {steps} x {r.train_step_s:.1f} s{start} ({r.source('train_step_s')}) "
+            f"= {_duration(self.train_s)}"
         )
         if self.replay:
             p = self.replay
@@ -136,10 +140,10 @@ class Plan:
 def plan_night(budget_s: float, elapsed_s: float, work: Work, rates: Rates = DEFAULT_RATES) -> Plan:
     """The steps that fit in what the budget leaves after the data stages, the gate and a reserve."""
     gate_s = 2 * (work.suite_docs * rates.suite_doc_s + (rates.guard_s if work.guard else 0.0))
-    room = (budget_s - elapsed_s) * (1 - RESERVE) - gate_s
+    room = (budget_s - elapsed_s) * (1 - RESERVE) - gate_s - rates.train_start_s
     fit = max(0, math.floor(room / rates.train_step_s)) if rates.train_step_s > 0 else work.steps
     steps = min(work.steps, max(fit, MIN_STEPS))
-    train_s = steps * rates.train_step_s
+    train_s = rates.train_start_s + steps * rates.train_step_s
     embed_s = work.corpus_docs * rates.embed_doc_s
     fits = elapsed_s + train_s + gate_s <= budget_s
     return Plan(budget_s, elapsed_s, work.steps, steps, train_s, gate_s, embed_s, fits, rates, work.replay)
@@ -173,7 +177,9 @@ def measured_rates(root: Path, method: str) -> Rates:
     sources: dict[str, str] = {}
     train = _newest(root / "train", lambda m: (m.get("config") or {}).get("method") == method and _steps(m) > 0)
     if train:
-        found["train_step_s"] = _took(train) / _steps(train)
+        stepping = _trained_s(root / "train" / train["fingerprint"])  # its steps' share, where the run said
+        found["train_step_s"] = (stepping or _took(train)) / _steps(train)
+        found["train_start_s"] = max(0.0, _took(train) - stepping) if stepping else 0.0
         sources["train_step_s"] = f"this root: train/{train['fingerprint']}"
     suite = _newest(root / "eval-unit", lambda m: bool(_suite_docs(m)))
     if suite:
@@ -204,6 +210,14 @@ def _newest(folder: Path, keep) -> dict[str, Any] | None:
 
 def _took(manifest: dict[str, Any]) -> float:
     return float(manifest.get("finished_at") or 0) - float(manifest.get("started_at") or 0)
+
+
+def _trained_s(run: Path) -> float:
+    """The seconds a training run spent in its step loop (its summary's `trained_s`), 0 where it has none."""
+    try:
+        return float(json.loads((run / "summary.json").read_text(encoding="utf-8")).get("trained_s") or 0)
+    except (OSError, ValueError):
+        return 0.0
 
 
 def _steps(manifest: dict[str, Any]) -> int:

@@ -64,4 +64,11 @@ def test_rates_come_from_the_roots_newest_outputs_else_the_defaults(tmp_path):
     assert rates.train_step_s == pytest.approx(250 / 50)  # the newest documents run, not the TFCSG one
     assert rates.suite_doc_s == pytest.approx(2 * 30 / 600)  # title and ICT units per document, one model
     assert rates.guard_s == pytest.approx(40) and rates.embed_doc_s == pytest.approx(60 / 3000)
-    assert rates.source("train_step_s") == "this root: train/new"
+    assert rates.source("train_step_s") == "this root: train/new" and rates.train_start_s == 0
+    # a run whose summary says how long its step loop took: the rest of its time is a start cost
+    (train / "new" / "summary.json").write_text(json.dumps({"trained_s": 200.0}), encoding="utf-8")
+    split = measured_rates(tmp_path, "documents")
+    assert split.train_step_s == pytest.approx(200 / 50) and split.train_start_s == pytest.approx(50)
+    work = Work(steps=100, suite_docs=0, corpus_docs=0, guard=False)
+    plan = plan_night((50 + 350) / (1 - RESERVE), 0, work, split)  # 400 s: the start, then 87 steps of 4 s
+    assert plan.steps == 87 and plan.train_s == pytest.approx(50 + 87 * 4) and "+ 50 s to start" in plan.lines()[1]
