@@ -9,7 +9,10 @@ postgresql, cmake and git folders: a file is a page there) out of the corpus int
 `run` (after the first night) moves them back, a folder of new pages beside the others, and runs the root's next
 night with its config unchanged (every default but the first night's budget). It prints the night's wall time,
 its decision row's plan and actuals, and the peak memory of its processes. The first night's champion makes this
-a later night: what is new since its data is what `[train] replay = "auto"` counts.
+a later night: what is new since its data is what `[train] replay = "auto"` counts. `labelled` scores the start
+and every champion the root promoted on the labelled page check (corpus_ladder.py's, capped as the gate's suite).
+
+    .venv/bin/python benchmarks/later_night.py labelled --workdir /tmp/ladder9
 """
 
 from __future__ import annotations
@@ -92,14 +95,55 @@ def run(work: Path) -> dict:
     return out
 
 
+def labelled(work: Path) -> dict:
+    """The labelled page check on the rung (corpus_ladder.py's, capped as the gate's suite: a seeded 2,000 of the
+    held-out sections, each retrieving the other sections of its page, P@1): the start and every model the root
+    promoted, with whether a gate on it (margin 0, 95% paired test against the start) would promote each."""
+    from corpus_ladder import LABELLED
+    from gate_ladder import _value, gate_decisions, score
+
+    from models.encoders import minilm_path
+    from storage.champion import history
+    from tasks.nightly.holdout import HoldoutConfig, split_corpus
+    from tasks.nightly.significance import paired_test
+
+    root = work / "docs-100k" / "data"
+    models = {"MiniLM (start)": str(minilm_path())}
+    for n, champion in enumerate(history(root), 1):
+        models[f"champion {n} ({champion['flow_run']})"] = champion["export"]
+    share = HoldoutConfig(share=0.2, seed=0, label_field="page", text_field="text", title_field="title")
+    split = split_corpus(work / "docs-100k" / "corpus", share, work / "docs-100k" / "labelled")
+    table = score(models, {LABELLED: ("stackoverflow", split.stackoverflow)}, {})
+    decisions = gate_decisions(table, "MiniLM (start)", [LABELLED])
+    start = table["MiniLM (start)"][LABELLED][1]
+    out = {}
+    for m, row in table.items():
+        test = paired_test(row[LABELLED][1], start) if m != "MiniLM (start)" else None
+        interval = {"gain": test.gain, "low": test.low, "high": test.high} if test else {}
+        out[m] = {
+            "p@1": _value(row[LABELLED]),
+            "queries": len(start),
+            **interval,
+            "gate": decisions.get(m, {}).get(LABELLED),
+        }
+    print(json.dumps(out, indent=1), flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("step", choices=("set-aside", "run"), help="set-aside before the first night, run after")
+    parser.add_argument(
+        "step",
+        choices=("set-aside", "run", "labelled"),
+        help="set-aside before the first night, run after it; labelled: the page check on every champion",
+    )
     parser.add_argument("--workdir", required=True, help="corpus_ladder.py's workdir (docs-100k in it)")
     parser.add_argument("--share", type=float, default=0.01, help="of the HTML pages set aside (set-aside)")
     args = parser.parse_args()
     work = Path(args.workdir)
-    set_aside(work, args.share) if args.step == "set-aside" else run(work)
+    {"set-aside": lambda: set_aside(work, args.share), "run": lambda: run(work), "labelled": lambda: labelled(work)}[
+        args.step
+    ]()
 
 
 if __name__ == "__main__":

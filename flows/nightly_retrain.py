@@ -201,8 +201,8 @@ def night_plan(
     its length counted here on the night's input against the champion's. No plan (None) for a GUR night (its
     own minutes of training, GUR_NIGHT) or a named suite (the training side is not counted)."""
     from models.training.presets import question_config, resolve_preset
-    from models.training.replay import count_new
     from tasks.nightly.budget import Work, full_steps, measured_rates, plan_night, replay_ratio, replay_rows
+    from tasks.nightly.what_is_new import count_new
 
     t, method = cfg.train, cfg.train.method
     if method not in ("documents", "tfcsg") or not suite.train_records:

@@ -50,20 +50,3 @@ def content_digests(ids: list[str], titles: list[str], sentences: list[list[str]
         text = "\x1e".join([title, *body])
         out[doc_id] = hashlib.blake2b(text.encode("utf-8"), digest_size=12).hexdigest()
     return out
-
-
-def count_new(method: str, now: str, before: str) -> tuple[int, int]:
-    """(rows new or changed since `before`, rows) of a training input, as the recipe marks them: documents (a
-    split output) by their content digest, TFCSG questions (a keywords output) by their key. What the night's
-    plan sizes a replay run by, before the trainer reads the rows itself."""
-    if method == "documents":
-        from models.documents.pairs import load_documents
-
-        docs, earlier = load_documents(now), load_documents(before)
-        old = content_digests(earlier.ids, earlier.titles, earlier.sentences)
-        digests = content_digests(docs.ids, docs.titles, docs.sentences)
-        return sum(old.get(i) != d for i, d in digests.items()), len(digests)
-    from models.tfcsg.question_data import load_questions
-
-    keys, old_keys = load_questions(now).keys, set(load_questions(before).keys)
-    return sum(k not in old_keys for k in keys), len(keys)

@@ -19,7 +19,8 @@ long it will take, so the night says when search serves the new champion.
 
 Rates are this root's own where it has them (the newest training run of the method: seconds per step in its
 step loop and the rest of its time as a start cost, which does not grow with the steps;
-the newest label-free evaluation units: seconds per suite document per model, and the guard's; the
+the two newest label-free evaluation units, one model's title and ICT: seconds per suite document per model
+(each task's own time, not one's twice), and the guard's; the
 newest embed output: seconds per embedded document), else DEFAULT_RATES, measured on the 2-core
 development VM (docs/nightly.md).
 """
@@ -177,14 +178,14 @@ def measured_rates(root: Path, method: str) -> Rates:
     sources: dict[str, str] = {}
     train = _newest(root / "train", lambda m: (m.get("config") or {}).get("method") == method and _steps(m) > 0)
     if train:
-        stepping = _trained_s(root / "train" / train["fingerprint"])  # its steps' share, where the run said
+        stepping = float((train.get("summary") or {}).get("trained_s") or 0)  # its steps' share, where recorded
         found["train_step_s"] = (stepping or _took(train)) / _steps(train)
         found["train_start_s"] = max(0.0, _took(train) - stepping) if stepping else 0.0
         sources["train_step_s"] = f"this root: train/{train['fingerprint']}"
-    suite = _newest(root / "eval-unit", lambda m: bool(_suite_docs(m)))
-    if suite:
-        found["suite_doc_s"] = 2 * _took(suite) / _suite_docs(suite)  # title and ICT: two such units a document
-        sources["suite_doc_s"] = f"this root: eval-unit/{suite['fingerprint']}"
+    units = _newest_n(root / "eval-unit", lambda m: bool(_suite_docs(m)), 2)  # one model's title and ICT units
+    if units:
+        found["suite_doc_s"] = sum(_took(u) / _suite_docs(u) for u in units) * 2 / len(units)
+        sources["suite_doc_s"] = "this root: " + ", ".join(f"eval-unit/{u['fingerprint']}" for u in units)
     guard = _newest(root / "eval-unit", lambda m: not m.get("detail") and m.get("status") == "ok")
     if guard:
         found["guard_s"] = _took(guard)
@@ -197,27 +198,25 @@ def measured_rates(root: Path, method: str) -> Rates:
 
 
 def _newest(folder: Path, keep) -> dict[str, Any] | None:
-    best = None
+    found = _newest_n(folder, keep, 1)
+    return found[0] if found else None
+
+
+def _newest_n(folder: Path, keep, n: int) -> list[dict[str, Any]]:
+    """The `n` newest finished manifests under `folder` that `keep` accepts, newest first."""
+    found = []
     for path in folder.glob(f"*/{MANIFEST}") if folder.is_dir() else []:
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if _took(manifest) > 0 and keep(manifest) and (best is None or manifest["finished_at"] > best["finished_at"]):
-            best = manifest
-    return best
+        if _took(manifest) > 0 and keep(manifest):
+            found.append(manifest)
+    return sorted(found, key=lambda m: m["finished_at"], reverse=True)[:n]
 
 
 def _took(manifest: dict[str, Any]) -> float:
     return float(manifest.get("finished_at") or 0) - float(manifest.get("started_at") or 0)
-
-
-def _trained_s(run: Path) -> float:
-    """The seconds a training run spent in its step loop (its summary's `trained_s`), 0 where it has none."""
-    try:
-        return float(json.loads((run / "summary.json").read_text(encoding="utf-8")).get("trained_s") or 0)
-    except (OSError, ValueError):
-        return 0.0
 
 
 def _steps(manifest: dict[str, Any]) -> int:

@@ -95,9 +95,9 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
     from types import SimpleNamespace
 
     from flows.nightly_retrain import night_plan
-    from models.training.replay import count_new
     from tasks.nightly.budget import full_steps
     from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.what_is_new import count_new
 
     docs = wiki_documents(60, sentences=5)
     changed = dict(docs[3], text=docs[3]["text"] + " A sentence added to this section tonight.")

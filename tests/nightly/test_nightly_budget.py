@@ -58,15 +58,23 @@ def test_rates_come_from_the_roots_newest_outputs_else_the_defaults(tmp_path):
     write_manifest(
         units, "title", status="ok", detail="556 queries, 600 documents", started_at=now - 30, finished_at=now
     )
+    write_manifest(
+        units, "ict", status="ok", detail="580 queries, 600 documents", started_at=now - 46, finished_at=now - 1
+    )
+    write_manifest(
+        units, "older", status="ok", detail="9 queries, 600 documents", started_at=now - 999, finished_at=now - 9
+    )
     write_manifest(units, "sts", status="ok", detail="", started_at=now - 40, finished_at=now)
     write_manifest(embed, "e", embedded_now=3000, started_at=now - 60, finished_at=now)
     rates = measured_rates(tmp_path, "documents")
     assert rates.train_step_s == pytest.approx(250 / 50)  # the newest documents run, not the TFCSG one
-    assert rates.suite_doc_s == pytest.approx(2 * 30 / 600)  # title and ICT units per document, one model
+    assert rates.suite_doc_s == pytest.approx(30 / 600 + 45 / 600)  # the newest title and ICT units, one model
     assert rates.guard_s == pytest.approx(40) and rates.embed_doc_s == pytest.approx(60 / 3000)
     assert rates.source("train_step_s") == "this root: train/new" and rates.train_start_s == 0
-    # a run whose summary says how long its step loop took: the rest of its time is a start cost
-    (train / "new" / "summary.json").write_text(json.dumps({"trained_s": 200.0}), encoding="utf-8")
+    # a run whose manifest says how long its step loop took (its summary's): the rest of its time is a start cost
+    manifest = json.loads((train / "new" / "_manifest.json").read_text())
+    manifest["summary"] = {"trained_s": 200.0}
+    (train / "new" / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     split = measured_rates(tmp_path, "documents")
     assert split.train_step_s == pytest.approx(200 / 50) and split.train_start_s == pytest.approx(50)
     work = Work(steps=100, suite_docs=0, corpus_docs=0, guard=False)
