@@ -224,7 +224,8 @@ def night_plan(
         now = ref_dir(base, inputs["data"] if method == "tfcsg" else inputs["split"])
         new, rows = count_new(method, str(now), str(ref_dir(base, {"stage": stage, "fingerprint": earlier})))
         if new:  # where nothing is new every row is an older one: the ratio does not apply
-            scaled = suite.train_records * replay_rows(new, rows, ratio) / max(rows, 1)  # the trainer's own rows
+            held = float(preset.get("heldout_fraction") or 0)  # the trainer's own held-out share of the input
+            scaled = replay_rows(new, rows, ratio) * (1 - held)
             replay = {"ratio": ratio, "new_rows": new, "rows": rows, "epoch_steps": work.steps}
             work = replace(work, steps=min(work.steps, length(math.ceil(scaled))), replay=replay)
             plan = plan_night(budget_s, time.time() - started, work, rates)

@@ -18,11 +18,10 @@ The embedding for search runs after the decision (never what the decision waits 
 long it will take, so the night says when search serves the new champion.
 
 Rates are this root's own where it has them (the newest training run of the method: seconds per step in its
-step loop and the rest of its time as a start cost, which does not grow with the steps;
-the two newest label-free evaluation units, one model's title and ICT: seconds per suite document per model
-(each task's own time, not one's twice), and the guard's; the
-newest embed output: seconds per embedded document), else DEFAULT_RATES, measured on the 2-core
-development VM (docs/nightly.md).
+step loop and the rest of its time as a start cost, which does not grow with the steps; the two newest
+label-free evaluation units, one model's title and ICT: seconds per suite document per model (each task's own
+time, not one's twice), and the guard's; the newest embed output of EMBED_SAMPLE documents or more: seconds per
+embedded document), else DEFAULT_RATES, measured on the 2-core development VM (docs/nightly.md).
 """
 
 from __future__ import annotations
@@ -39,6 +38,9 @@ from storage.layout import MANIFEST
 MIN_STEPS = 10  # fewer and a candidate is noise: the plan says it overruns instead
 RESERVE = 0.10  # of what is left after the data stages: what the estimates may miss
 DEFAULT_MINUTES = 180.0
+# an embed output that embedded fewer documents is mostly its start (the model, the reused shards read): a night
+# that embedded a few hundred new ones would predict a whole re-embedding at several times its cost
+EMBED_SAMPLE = 1000
 AUTO_REPLAY = 1.0  # older rows per new one: a TFCSG night on new + x1 matched the full corpus (docs/nightly.md)
 
 
@@ -190,7 +192,7 @@ def measured_rates(root: Path, method: str) -> Rates:
     if guard:
         found["guard_s"] = _took(guard)
         sources["guard_s"] = f"this root: eval-unit/{guard['fingerprint']}"
-    embed = _newest(root / "embed", lambda m: (m.get("embedded_now") or 0) > 100)
+    embed = _newest(root / "embed", lambda m: (m.get("embedded_now") or 0) >= EMBED_SAMPLE)
     if embed:
         found["embed_doc_s"] = _took(embed) / embed["embedded_now"]
         sources["embed_doc_s"] = f"this root: embed/{embed['fingerprint']}"

@@ -113,11 +113,11 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
     inputs = {"split": {"stage": "split", "fingerprint": "b" * 16, "path": f"split/{'b' * 16}"}}
     suite = SimpleNamespace(train_records=60, scored=0, records=75)
 
-    def plan(replay: str, minutes: float, champ=champion):
+    def plan(replay: str, minutes: float, champ=champion, options: str = "batch_size = 4"):
         path = tmp_path / "nightly.toml"
         path.write_text(
             f'[corpus]\npath = "{tmp_path}"\n[train]\nmethod = "documents"\nreplay = {replay}\n'
-            f"options = {{batch_size = 4}}\n[evaluate]\nstsb = []\n[gate]\nguards = {{}}\n"
+            f"options = {{{options}}}\n[evaluate]\nstsb = []\n[gate]\nguards = {{}}\n"
             f"[budget]\nminutes = {minutes}\n",
             encoding="utf-8",
         )  # no guard, no suite: the gate costs nothing, the default rates (7 s a step) are the root's
@@ -137,5 +137,7 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
     assert "16 of 60 training rows new or changed" in "\n".join(tight.lines())
     first, ratio = plan('"auto"', 2, champ=None)  # a first night: nothing is earlier, the steps that fit
     assert ratio == 0.0 and first.capped and first.steps == 15 and first.replay == {}
+    halved, _ = plan("1", 180, options="batch_size = 4, heldout_fraction = 0.5")  # the trainer holds half out
+    assert halved.full_steps == full_steps(16, 4, 1.0, 0.2)
     explicit, ratio = plan("0.5", 180)  # a number: always, budget or not
     assert ratio == 0.5 and explicit.full_steps == full_steps(24, 4, 1.0, 0.2) and explicit.replay["ratio"] == 0.5

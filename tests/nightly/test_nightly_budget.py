@@ -65,11 +65,12 @@ def test_rates_come_from_the_roots_newest_outputs_else_the_defaults(tmp_path):
         units, "older", status="ok", detail="9 queries, 600 documents", started_at=now - 999, finished_at=now - 9
     )
     write_manifest(units, "sts", status="ok", detail="", started_at=now - 40, finished_at=now)
-    write_manifest(embed, "e", embedded_now=3000, started_at=now - 60, finished_at=now)
+    write_manifest(embed, "e", embedded_now=3000, started_at=now - 60, finished_at=now - 5)
+    write_manifest(embed, "few", embedded_now=700, started_at=now - 70, finished_at=now)  # mostly its start
     rates = measured_rates(tmp_path, "documents")
     assert rates.train_step_s == pytest.approx(250 / 50)  # the newest documents run, not the TFCSG one
     assert rates.suite_doc_s == pytest.approx(30 / 600 + 45 / 600)  # the newest title and ICT units, one model
-    assert rates.guard_s == pytest.approx(40) and rates.embed_doc_s == pytest.approx(60 / 3000)
+    assert rates.guard_s == pytest.approx(40) and rates.embed_doc_s == pytest.approx(55 / 3000)
     assert rates.source("train_step_s") == "this root: train/new" and rates.train_start_s == 0
     # a run whose manifest says how long its step loop took (its summary's): the rest of its time is a start cost
     manifest = json.loads((train / "new" / "_manifest.json").read_text())
