@@ -56,7 +56,13 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         find_pages(data, Path(cfg.questions), rank)
     if cfg.sampling in ("clustered", "clustered-pages"):
         cluster_batches(data, cfg, out, tok, max_len, rank, ddp)
-    model = TfcsgModel(cfg.init_from, pooling=cfg.pooling, dropout=cfg.dropout, load_weights=load_weights)
+    model = TfcsgModel(
+        cfg.init_from,
+        pooling=cfg.pooling,
+        dropout=cfg.dropout,
+        load_weights=load_weights,
+        attention_dropout=cfg.attention_dropout,
+    )
     loss = TfcsgLoss(model, "kw", temperature=cfg.temperature, negatives="topic-masked")
     eval_batches = in_loop_batches(cfg, rank, lambda: data.heldout_batches(cfg.eval_batch, cfg.eval_pairs))
     counts = data.counts()

@@ -77,6 +77,7 @@ class TfcsgModel(nn.Module):
         kl_activation: str = "sigmoid",
         dropout: float | None = None,
         load_weights: bool = True,
+        attention_dropout: float | None = None,
     ):
         super().__init__()
         from transformers import AutoConfig, AutoModelForMaskedLM
@@ -86,6 +87,10 @@ class TfcsgModel(nn.Module):
         config = AutoConfig.from_pretrained(init_from)
         if dropout is not None:  # SimCSE's augmentation is the encoder's dropout: 0.1 in BERT and MiniLM
             config.hidden_dropout_prob = config.attention_probs_dropout_prob = dropout
+        if attention_dropout is not None:  # 0: the fused attention kernel, no T x T scores kept (config.py)
+            if not 0 <= attention_dropout < 1:
+                raise ValueError(f"attention_dropout must be within [0, 1), got {attention_dropout}")
+            config.attention_probs_dropout_prob = attention_dropout
         with _quiet_transformers():
             if load_weights:
                 mlm, info = AutoModelForMaskedLM.from_pretrained(init_from, config=config, output_loading_info=True)

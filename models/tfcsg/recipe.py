@@ -106,6 +106,7 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         kl_activation=cfg.kl_activation,
         dropout=cfg.dropout,
         load_weights=load_weights,
+        attention_dropout=cfg.attention_dropout,
     )
     loss = question_loss(model, cfg)
     eval_batches = in_loop_batches(cfg, rank, lambda: data.heldout_batches(cfg.eval_batch, cfg.eval_pairs))

@@ -69,7 +69,10 @@ QUESTION_PRESETS = (*PRESETS, "auto")
 # TFCSG's `cpu` preset. Chosen on inner splits of the training sides of the Python documentation and the manual
 # pages (benchmarks/recipe_dev.py; docs/nightly.md). A fifth of the batches are GUR's LCS pairs of the night's
 # shuffle output (`gur_share`, models/documents/gur_pairs.py): on both inner splits they kept or raised titles,
-# the gate's metric, and raised ICT and the page check (a third lost titles; docs/nightly.md).
+# the gate's metric, and raised ICT and the page check (a third lost titles; docs/nightly.md). No dropout on the
+# attention probabilities (the rest keeps MiniLM's 0.1): PyTorch's fused CPU attention kernel then runs and keeps
+# no 256 x 256 scores per head, a step in half the memory and two thirds of the CPU time (the large rung's trainer
+# peaked at 5.9 GiB with them; benchmarks/train_step_memory.py, docs/nightly.md).
 DOCUMENT_PRESETS: dict[str, dict[str, Any]] = {
     "cpu": dict(
         COMMON,
@@ -86,6 +89,7 @@ DOCUMENT_PRESETS: dict[str, dict[str, Any]] = {
         sampling="clustered-pages",
         same_page="masked",
         gur_share=0.2,
+        attention_dropout=0.0,
         heldout_fraction=0.02,
         eval_every=50,
         eval_batch=32,

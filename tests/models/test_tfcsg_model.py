@@ -162,3 +162,28 @@ def test_truncation_is_counted_and_missing_keywords_named(world, tmp_path):
         QuestionData(QuestionConfig(source=str(plain), heldout_fraction=0.0), world["tok"])
     with pytest.raises(ValueError, match="no column 'title'; columns: text"):
         QuestionData(QuestionConfig(source=str(plain), text_field="title", need_keywords=False), world["tok"])
+
+
+def test_attention_dropout_is_set_apart_from_the_rest(world):
+    """`attention_dropout` sets the attention probabilities' dropout alone: at 0 with no other dropout a training
+    pass equals an evaluation pass; with it on two training passes differ; the hidden dropout keeps `dropout`."""
+    ids = world["tok"](["how to sort a list", "read a file in python"], padding=True, return_tensors="pt")
+    args = (ids["input_ids"], ids["attention_mask"])
+
+    def two_passes(model):
+        torch.manual_seed(0)
+        return model.sentence(*args), model.sentence(*args)
+
+    with torch.no_grad():
+        none = TfcsgModel(world["model"], dropout=0.0, attention_dropout=0.0).train()
+        first, second = two_passes(none)
+        assert torch.equal(first, second) and torch.allclose(first, none.eval().sentence(*args), atol=1e-6)
+        first, second = two_passes(TfcsgModel(world["model"], dropout=0.0, attention_dropout=0.5).train())
+        assert not torch.allclose(first, second)
+        hidden_only = TfcsgModel(world["model"], dropout=0.1, attention_dropout=0.0)
+        assert hidden_only.encoder.config.attention_probs_dropout_prob == 0.0
+        assert hidden_only.encoder.config.hidden_dropout_prob == 0.1
+        first, second = two_passes(hidden_only.train())
+        assert not torch.allclose(first, second)
+    with pytest.raises(ValueError, match="attention_dropout must be within"):
+        TfcsgModel(world["model"], attention_dropout=1.0)

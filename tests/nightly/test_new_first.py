@@ -120,13 +120,13 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
             f"options = {{{options}}}\n[evaluate]\nstsb = []\n[gate]\nguards = {{}}\n"
             f"[budget]\nminutes = {minutes}\n",
             encoding="utf-8",
-        )  # no guard, no suite: the gate costs nothing, the default rates (7 s a step) are the root's
+        )  # no guard, no suite: the gate costs nothing, the default rates (4.7 s a step after a 60 s start) are the root's
         return night_plan(load_nightly_config(path), base, suite, time.time(), inputs, champ)
 
     epoch, replayed = full_steps(60, 4, 1.0, 0.2), full_steps(32, 4, 1.0, 0.2)  # 16 new + 16 older
     roomy, ratio = plan('"auto"', 180)  # the epoch fits: everything, as on a small corpus
     assert (roomy.full_steps, roomy.steps, ratio, roomy.replay) == (epoch, epoch, 0.0, {})
-    tight, ratio = plan('"auto"', 2)  # 108 s for training: 15 of the epoch's 19 steps, the replay run's 10 fit
+    tight, ratio = plan('"auto"', 2.45)  # 132 s for training, 60 of them its start: 15 of the epoch's 19 steps fit
     assert ratio == 1.0 and (tight.full_steps, tight.steps, tight.capped, tight.fits) == (
         replayed,
         replayed,
@@ -135,7 +135,7 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
     )
     assert tight.replay == {"ratio": 1.0, "new_rows": 16, "rows": 60, "epoch_steps": epoch}
     assert "16 of 60 training rows new or changed" in "\n".join(tight.lines())
-    first, ratio = plan('"auto"', 2, champ=None)  # a first night: nothing is earlier, the steps that fit
+    first, ratio = plan('"auto"', 2.45, champ=None)  # a first night: nothing is earlier, the steps that fit
     assert ratio == 0.0 and first.capped and first.steps == 15 and first.replay == {}
     halved, _ = plan("1", 180, options="batch_size = 4, heldout_fraction = 0.5")  # the trainer holds half out
     assert halved.full_steps == full_steps(16, 4, 1.0, 0.2)

@@ -10,7 +10,7 @@ import pytest
 
 from tasks.nightly.budget import MIN_STEPS, RESERVE, Rates, Work, full_steps, measured_rates, plan_night
 
-RATES = Rates(train_step_s=10.0, suite_doc_s=0.1, guard_s=30.0, embed_doc_s=0.02)
+RATES = Rates(train_step_s=10.0, train_start_s=0.0, suite_doc_s=0.1, guard_s=30.0, embed_doc_s=0.02)
 
 
 def test_the_full_epoch_when_it_fits_and_the_steps_that_fit_when_it_does_not():

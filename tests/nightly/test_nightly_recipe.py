@@ -325,6 +325,7 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     assert night["decision"] == "promoted", night["reason"]
     manifest = json.loads((Path(night["candidate"]).parent / "_manifest.json").read_text())
     assert manifest["config"]["method"] == "documents" and manifest["inputs"].get("split")
+    assert manifest["config"]["attention_dropout"] == 0.0  # the preset's: the fused attention kernel trains
     took = manifest["finished_at"] - manifest["started_at"]
     assert 0 < manifest["summary"]["trained_s"] < took  # the step loop's share: the plan's rate per step
     # GUR's pairs: the night's own shuffle output, named in the run's inputs and lineage
