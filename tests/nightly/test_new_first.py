@@ -120,7 +120,7 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
             f"options = {{{options}}}\n[evaluate]\nstsb = []\n[gate]\nguards = {{}}\n"
             f"[budget]\nminutes = {minutes}\n",
             encoding="utf-8",
-        )  # no guard, no suite: the gate costs nothing, the default rates (4.7 s a step after a 60 s start) are the root's
+        )  # no guard, no suite: the gate costs nothing, the default rates (4.7 s a step, 60 s start) are the root's
         return night_plan(load_nightly_config(path), base, suite, time.time(), inputs, champ)
 
     epoch, replayed = full_steps(60, 4, 1.0, 0.2), full_steps(32, 4, 1.0, 0.2)  # 16 new + 16 older
