@@ -19,9 +19,10 @@ long it will take, so the night says when search serves the new champion.
 
 Rates are this root's own where it has them (the newest training run of the method: seconds per step in its
 step loop and the rest of its time as a start cost, which does not grow with the steps; the two newest
-label-free evaluation units, one model's title and ICT: seconds per suite document per model (each task's own
-time, not one's twice), and the guard's; the newest embed output of EMBED_SAMPLE documents or more: seconds per
-embedded document), else DEFAULT_RATES, measured on the 2-core development VM (docs/nightly.md).
+label-free evaluation units, one model's title and ICT, a trained model's where the root has them: seconds per
+suite document per model (each task's own time, not one's twice), and the guard's (a trained model's too); the
+newest embed output of EMBED_SAMPLE documents or more: seconds per embedded document), else DEFAULT_RATES, on the
+2-core development VM (docs/nightly.md).
 """
 
 from __future__ import annotations
@@ -185,11 +186,16 @@ def measured_rates(root: Path, method: str) -> Rates:
         found["train_step_s"] = (stepping or _took(train)) / _steps(train)
         found["train_start_s"] = max(0.0, _took(train) - stepping) if stepping else 0.0
         sources["train_step_s"] = f"this root: train/{train['fingerprint']}"
-    units = _newest_n(root / "eval-unit", lambda m: bool(_suite_docs(m)), 2)  # one model's title and ICT units
+    # one model's title and ICT units, and its guard: a trained model's where there are (the gate scores the
+    # candidate, and on a later night a trained champion: their units check overlap with the training input, the
+    # start's do not)
+    units = _newest_n(root / "eval-unit", lambda m: bool(_suite_docs(m)) and _trained(m), 2)
+    units = units or _newest_n(root / "eval-unit", lambda m: bool(_suite_docs(m)), 2)
     if units:
         found["suite_doc_s"] = sum(_took(u) / _suite_docs(u) for u in units) * 2 / len(units)
         sources["suite_doc_s"] = "this root: " + ", ".join(f"eval-unit/{u['fingerprint']}" for u in units)
-    guard = _newest(root / "eval-unit", lambda m: not m.get("detail") and m.get("status") == "ok")
+    guard = _newest(root / "eval-unit", lambda m: not m.get("detail") and m.get("status") == "ok" and _trained(m))
+    guard = guard or _newest(root / "eval-unit", lambda m: not m.get("detail") and m.get("status") == "ok")
     if guard:
         found["guard_s"] = _took(guard)
         sources["guard_s"] = f"this root: eval-unit/{guard['fingerprint']}"
@@ -220,6 +226,11 @@ def _newest_n(folder: Path, keep, n: int) -> list[dict[str, Any]]:
 
 def _took(manifest: dict[str, Any]) -> float:
     return float(manifest.get("finished_at") or 0) - float(manifest.get("started_at") or 0)
+
+
+def _trained(manifest: dict[str, Any]) -> bool:
+    """An evaluation unit of a model trained on this root (its overlap check names the training input)."""
+    return bool((manifest.get("overlap") or {}).get("training_input"))
 
 
 def _steps(manifest: dict[str, Any]) -> int:

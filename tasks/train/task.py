@@ -64,6 +64,7 @@ LATER_FIELDS = {
     "gur_pairs": "",
     "gur_share": 0.0,
     "new_first": False,
+    "attention_dropout": None,
 }
 INPUT_STAGES = {
     "gur": ("shuffle",),

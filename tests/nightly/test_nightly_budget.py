@@ -78,6 +78,15 @@ def test_rates_come_from_the_roots_newest_outputs_else_the_defaults(tmp_path):
     (train / "new" / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     split = measured_rates(tmp_path, "documents")
     assert split.train_step_s == pytest.approx(200 / 50) and split.train_start_s == pytest.approx(50)
+    # a trained model's units (their overlap check reads its training input) set the rate, though the start's are newer
+    trained = {"overlap": {"overlap": 0, "training_input": "split/abc"}}
+    for name, took in (("cand-title", 40), ("cand-ict", 60)):
+        start, end = now - 200 - took, now - 200
+        detail = "9 queries, 600 documents"
+        write_manifest(units, name, status="ok", detail=detail, started_at=start, finished_at=end, **trained)
+    write_manifest(units, "cand-sts", status="ok", detail="", started_at=now - 300, finished_at=now - 250, **trained)
+    of_trained = measured_rates(tmp_path, "documents")
+    assert of_trained.suite_doc_s == pytest.approx(40 / 600 + 60 / 600) and of_trained.guard_s == pytest.approx(50)
     work = Work(steps=100, suite_docs=0, corpus_docs=0, guard=False)
     plan = plan_night((50 + 350) / (1 - RESERVE), 0, work, split)  # 400 s: the start, then 87 steps of 4 s
     assert plan.steps == 87 and plan.train_s == pytest.approx(50 + 87 * 4) and "+ 50 s to start" in plan.lines()[1]
