@@ -188,14 +188,14 @@ def measured_rates(root: Path, method: str) -> Rates:
         sources["train_step_s"] = f"this root: train/{train['fingerprint']}"
     # one model's title and ICT units, and its guard: a trained model's where there are (the gate scores the
     # candidate, and on a later night a trained champion: their units check overlap with the training input, the
-    # start's do not)
-    units = _newest_n(root / "eval-unit", lambda m: bool(_suite_docs(m)) and _trained(m), 2)
-    units = units or _newest_n(root / "eval-unit", lambda m: bool(_suite_docs(m)), 2)
+    # start's do not); the folder read once
+    evaluated = _newest_n(root / "eval-unit", lambda m: True, None)
+    units = _prefer_trained([u for u in evaluated if _suite_docs(u)])[:2]
     if units:
         found["suite_doc_s"] = sum(_took(u) / _suite_docs(u) for u in units) * 2 / len(units)
         sources["suite_doc_s"] = "this root: " + ", ".join(f"eval-unit/{u['fingerprint']}" for u in units)
-    guard = _newest(root / "eval-unit", lambda m: not m.get("detail") and m.get("status") == "ok" and _trained(m))
-    guard = guard or _newest(root / "eval-unit", lambda m: not m.get("detail") and m.get("status") == "ok")
+    guards = _prefer_trained([u for u in evaluated if not u.get("detail") and u.get("status") == "ok"])
+    guard = guards[0] if guards else None
     if guard:
         found["guard_s"] = _took(guard)
         sources["guard_s"] = f"this root: eval-unit/{guard['fingerprint']}"
@@ -211,8 +211,13 @@ def _newest(folder: Path, keep) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def _newest_n(folder: Path, keep, n: int) -> list[dict[str, Any]]:
-    """The `n` newest finished manifests under `folder` that `keep` accepts, newest first."""
+def _prefer_trained(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A trained model's units where there are any (in their order), else all of them."""
+    return [m for m in manifests if _trained(m)] or manifests
+
+
+def _newest_n(folder: Path, keep, n: int | None) -> list[dict[str, Any]]:
+    """The `n` newest finished manifests under `folder` that `keep` accepts (None: all), newest first."""
     found = []
     for path in folder.glob(f"*/{MANIFEST}") if folder.is_dir() else []:
         try:
