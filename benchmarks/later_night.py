@@ -13,6 +13,11 @@ a later night: what is new since its data is what `[train] replay = "auto"` coun
 and every champion the root promoted on the labelled page check (corpus_ladder.py's, capped as the gate's suite).
 
     .venv/bin/python benchmarks/later_night.py labelled --workdir /tmp/ladder9
+
+A further night adds a folder the rung has never held (another package's manual, linked page by page as the rung's
+own pages are) and runs the next night the same way:
+
+    .venv/bin/python benchmarks/later_night.py run --workdir /tmp/ladder9 --add /usr/share/doc/valgrind/html
 """
 
 from __future__ import annotations
@@ -65,8 +70,24 @@ def set_aside(work: Path, share: float) -> dict[str, int]:
     return {"moved": moved, "later": total}
 
 
-def run(work: Path) -> dict:
-    """Puts the set-aside pages back beside the others and runs the root's next night."""
+def add_folder(corpus: Path, source: Path) -> int:
+    """Links every HTML page of `source` into a new folder of the corpus named after its package (once)."""
+    name = source.name if source.name != "html" else source.parent.name
+    target = corpus / name
+    if target.exists():
+        raise SystemExit(f"{target} exists: the rung has had {source} already; add another folder")
+    files = sorted(p for p in source.rglob("*.html") if p.is_file())
+    if not files:
+        raise SystemExit(f"{source}: no HTML pages to add")
+    for path in files:
+        link = target / path.relative_to(source)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(path.resolve())
+    return len(files)
+
+
+def run(work: Path, add: Path | None = None) -> dict:
+    """Puts the set-aside pages back beside the others (or links a new folder in) and runs the root's next night."""
     import pyarrow.parquet as pq
     from large_corpus import TreeMemory
 
@@ -84,6 +105,8 @@ def run(work: Path) -> dict:
     if later.exists():
         shutil.rmtree(later)
     print(f"{back} pages back beside the others", flush=True)
+    if add is not None:
+        print(f"{add_folder(corpus, add)} pages of {add} linked in beside the others", flush=True)
     started = time.time()
     with TreeMemory() as memory:
         nightly_retrain(root=str(root))
@@ -139,11 +162,14 @@ def main() -> None:
     )
     parser.add_argument("--workdir", required=True, help="corpus_ladder.py's workdir (docs-100k in it)")
     parser.add_argument("--share", type=float, default=0.01, help="of the HTML pages set aside (set-aside)")
+    parser.add_argument("--add", type=Path, help="run: a folder of pages the rung never held, linked in as new")
     args = parser.parse_args()
     work = Path(args.workdir)
-    {"set-aside": lambda: set_aside(work, args.share), "run": lambda: run(work), "labelled": lambda: labelled(work)}[
-        args.step
-    ]()
+    {
+        "set-aside": lambda: set_aside(work, args.share),
+        "run": lambda: run(work, args.add),
+        "labelled": lambda: labelled(work),
+    }[args.step]()
 
 
 if __name__ == "__main__":

@@ -37,23 +37,9 @@ def _model(spec: str) -> str:
     return _path(spec)
 
 
-@flow(name="evaluate", log_prints=True)
-@holds_root  # a gc never runs meanwhile (storage/builds_lock.py)
-@takes(EvaluateParams)  # the signature: every parameter with its default
-def evaluate(**params: Any) -> dict:
-    """Evaluate model folders and baselines (default: all five baselines) on the configured sets.
-
-    `stsb=None` takes the en and zh dev files; `[]` or `stackoverflow=""` skips a set. A default file
-    this machine lacks (the shared data's) is skipped with a printed note; a given file that does not
-    exist is reported as not run. `limit` > 0 keeps the first rows of each file and
-    `demo_max_articles` > 0 the first articles of the demo corpus: smoke tests, not benchmarks.
-    `dask`: `"local"` (a cluster of `workers` processes) or a scheduler address evaluates the units
-    (model x dataset) as mapped tasks there; the rows are the same.
-    """
-    p, notes = evaluation_sets(EvaluateParams(**params))  # no set left: an error before any work
-    for note in notes:
-        print(note)
-    base = data_root(p.root)
+def unit_calls(p: EvaluateParams) -> list[dict[str, Any]]:
+    """The evaluation's units (model x dataset) as `evaluate_unit`'s keyword arguments, without the root: what the
+    flow runs, and what a night's plan checks for units already on disk (a unit is never scored twice)."""
     specs = []
     if p.stackoverflow:
         specs.append(DatasetSpec("stackoverflow", _path(p.stackoverflow), limit=p.limit))
@@ -71,12 +57,32 @@ def evaluate(**params: Any) -> dict:
         beir_split=p.beir_split,
         batch_size=p.batch_size,
     )
-    calls = [
+    return [
         {"model": _model(m), "dataset": spec, "config": config, "device": p.device}
         for m in names
         for spec in specs
         if applicable(m, spec.kind)
     ]
+
+
+@flow(name="evaluate", log_prints=True)
+@holds_root  # a gc never runs meanwhile (storage/builds_lock.py)
+@takes(EvaluateParams)  # the signature: every parameter with its default
+def evaluate(**params: Any) -> dict:
+    """Evaluate model folders and baselines (default: all five baselines) on the configured sets.
+
+    `stsb=None` takes the en and zh dev files; `[]` or `stackoverflow=""` skips a set. A default file
+    this machine lacks (the shared data's) is skipped with a printed note; a given file that does not
+    exist is reported as not run. `limit` > 0 keeps the first rows of each file and
+    `demo_max_articles` > 0 the first articles of the demo corpus: smoke tests, not benchmarks.
+    `dask`: `"local"` (a cluster of `workers` processes) or a scheduler address evaluates the units
+    (model x dataset) as mapped tasks there; the rows are the same.
+    """
+    p, notes = evaluation_sets(EvaluateParams(**params))  # no set left: an error before any work
+    for note in notes:
+        print(note)
+    base = data_root(p.root)
+    calls = unit_calls(p)
     with dask_scheduler(p.dask, p.workers, base) as address:
         if address:
             on_cluster = [{**c, "root": str(base)} for c in calls]

@@ -43,6 +43,8 @@ from tasks.nightly.holdout import gate_suite
 from tasks.nightly.report import decision_markdown, metrics_by_model, night_data, publish, training_settings
 from tasks.runtime.catalog import handed_up, update_catalog
 
+GUARD_KINDS = ("stsb", "lee")  # the gate's guard sets; its other units score the night's suite
+
 
 def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, dict[str, str]]:
     """The training inputs for the method: `data`, what the night is judged new by and the champion records (a
@@ -214,7 +216,15 @@ def night_plan(
         return t.steps or full_steps(records, preset["batch_size"], preset["epochs"], share)
 
     guard = bool(cfg.evaluate.stsb or cfg.evaluate.lee)
-    work = Work(steps=length(suite.train_records), suite_docs=suite.scored, corpus_docs=suite.records, guard=guard)
+    reused_suite, reused_guard = units_on_disk(cfg, base, suite, start_of(cfg, champion))  # the model in use's
+    work = Work(
+        steps=length(suite.train_records),
+        suite_docs=suite.scored,
+        corpus_docs=suite.records,
+        guard=guard,
+        reused_suite=reused_suite,
+        reused_guard=reused_guard,
+    )
     budget_s, rates = cfg.budget.minutes * 60, measured_rates(base, method)
     plan = plan_night(budget_s, time.time() - started, work, rates)
     earlier = champion_input(champion, base, method)
@@ -505,21 +515,48 @@ class Judged:
     gate: Any  # the gate section, its primary metric resolved
 
 
+def gate_evaluation(cfg: NightlyConfig, base: Path, suite: Any, models: list[str]) -> dict[str, Any]:
+    """The evaluate flow's parameters for the gate: `models` on the night's suite and its guards."""
+    e = cfg.evaluate
+    return {
+        "models": models,
+        "stackoverflow": suite.stackoverflow,
+        "stsb": e.stsb,
+        "lee": e.lee,
+        "demo_retrieval": False,
+        "beir": [*e.beir, *suite.beir],
+        "question_queries": e.question_queries,
+        "root": str(base),
+    }
+
+
+def units_on_disk(cfg: NightlyConfig, base: Path, suite: Any, model: str) -> tuple[float, float]:
+    """The shares of `model`'s gate units already on disk, (the suite's, the guard's): the gate reuses them (the
+    model in use's guard on every later night, its suite where the held-out side did not change), so the plan
+    does not count them."""
+    from flows.evaluate import unit_calls
+    from flows.parameters import EvaluateParams, evaluation_sets
+    from tasks.evaluate.task import unit_done
+
+    try:
+        p, _ = evaluation_sets(EvaluateParams(**gate_evaluation(cfg, base, suite, [model])))
+    except ValueError:  # no set to score: nothing is on disk (the gate's own run says what is missing)
+        return 0.0, 0.0
+    calls = unit_calls(p)
+    guards = [c for c in calls if c["dataset"].kind in GUARD_KINDS]
+    rest = [c for c in calls if c["dataset"].kind not in GUARD_KINDS]
+
+    def share(units: list[dict[str, Any]]) -> float:
+        return sum(unit_done(root=str(base), **c) for c in units) / len(units) if units else 0.0
+
+    return share(rest), share(guards)
+
+
 def judge_candidate(cfg: NightlyConfig, base: Path, suite: Any, candidate: str, reference: str) -> Judged:
     """Both models through the evaluate flow on the night's suite and its guards, then the gate."""
     from flows.evaluate import evaluate
 
-    e = cfg.evaluate
-    result = evaluate(
-        models=[candidate, reference],
-        stackoverflow=suite.stackoverflow,
-        stsb=e.stsb,
-        lee=e.lee,
-        demo_retrieval=False,
-        beir=[*e.beir, *suite.beir],
-        question_queries=e.question_queries,
-        root=str(base),
-    )
+    result = evaluate(**gate_evaluation(cfg, base, suite, [candidate, reference]))
     metrics = metrics_by_model(base, result["metrics"])
     g = cfg.gate if cfg.gate.primary != "auto" else replace(cfg.gate, primary=suite.primary)
     decision, evidence, test = judge(base, result["units"], metrics, g, candidate, reference)

@@ -23,7 +23,7 @@ from storage.fingerprint import fingerprint
 from storage.layout import data_root, shard_name
 from storage.progress import current_logger
 from storage.shards import write_shard
-from storage.stage_output import StageOutput, ref_dir
+from storage.stage_output import StageOutput, ref_complete, ref_dir, stage_ref
 from tasks.evaluate.report import METRICS_SCHEMA, REPORT_CODE_VERSION, metric_label, plot_charts, render_report
 from tasks.evaluate.scoring import EVAL_CODE_VERSION, MetricValue
 from tasks.evaluate.suite import DatasetSpec, SuiteConfig, run_unit, unit_identity, unit_rows
@@ -45,7 +45,7 @@ def evaluate_unit(
     # or an edited data file is a new unit, never an old result.
     identity = unit_identity(model, dataset, config, data_root(root))
     logger = current_logger(__name__)
-    out = StageOutput.open(root, "eval-unit", fingerprint("eval-unit", EVAL_CODE_VERSION, identity), log=logger)
+    out = StageOutput.open(root, "eval-unit", unit_fingerprint(identity), log=logger)
     if out.complete:
         return out.cached()
     logger.info("evaluate %s on %s -> %s", model, dataset.label, out.dir)
@@ -76,6 +76,16 @@ def evaluate_unit(
             "per_query": QUERIES if per_query.num_rows else None,
         },
     )
+
+
+def unit_fingerprint(identity: dict) -> str:
+    return fingerprint("eval-unit", EVAL_CODE_VERSION, identity)
+
+
+def unit_done(model: str, dataset: DatasetSpec, config: SuiteConfig, root: str, **_: object) -> bool:
+    """Whether `evaluate_unit` with these arguments would reuse a complete unit on disk (a night's plan)."""
+    identity = unit_identity(model, dataset, config, data_root(root))
+    return ref_complete(data_root(root), stage_ref("eval-unit", unit_fingerprint(identity)))
 
 
 def query_table(values: list[MetricValue]) -> pa.Table:

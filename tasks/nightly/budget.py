@@ -7,7 +7,8 @@
 
 The budget (`[budget] minutes`) runs from the night's start to its decision. The data stages run first
 (they cost what is new: seconds on a grown corpus); then the plan gives the gate its share (both models
-encode the suite, capped by `[evaluate] suite_documents`, and the guard), keeps a reserve for what the
+encode the suite, capped by `[evaluate] suite_documents`, and the guard; what the model in use has scored on
+disk already is reused, not counted: its guard on a later night), keeps a reserve for what the
 estimate misses, and gives training the rest: the recipe's full length when it fits, else the steps that
 fit (the first batches of the epoch's seeded order; with clustered batches, the pages of a random subset of
 the clusters; at least MIN_STEPS).
@@ -73,6 +74,20 @@ class Work:
     corpus_docs: int  # documents search embeds after a promotion
     guard: bool = True  # the gate also scores an STS guard (STS-B or Lee-50)
     replay: dict[str, Any] = field(default_factory=dict)  # a replay run: ratio, new_rows, rows, epoch_steps
+    # the shares of the model in use's suite and guard units already on disk: the gate reuses them
+    reused_suite: float = 0.0
+    reused_guard: float = 0.0
+
+    def gate_s(self, rates: Rates) -> float:
+        """The candidate's suite and guard, and what the model in use has not scored yet."""
+        suite = (2 - self.reused_suite) * self.suite_docs * rates.suite_doc_s
+        return suite + ((2 - self.reused_guard) * rates.guard_s if self.guard else 0.0)
+
+    def reused(self) -> str:
+        """The plan's note on the model in use's units the gate reuses ("" when none)."""
+        counted = (("suite", self.reused_suite), ("guard", self.reused_guard if self.guard else 0.0))
+        names = [name if share == 1 else f"{share:.0%} of its {name}" for name, share in counted if share]
+        return f"; the model in use's {' and '.join(names)} on disk, reused" if names else ""
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,7 @@ class Plan:
     fits: bool  # the estimate ends within the budget
     rates: Rates
     replay: dict[str, Any] = field(default_factory=dict)  # Work.replay
+    reused: str = ""  # Work.reused(): the model in use's gate units already on disk
 
     @property
     def capped(self) -> bool:
@@ -124,7 +140,7 @@ class Plan:
                 "then a seeded sample of the rest (the first night: a seeded sample of the training side)"
             )
         out.append(
-            f"plan: the gate {_duration(self.gate_s)} (two models x the suite and the guard; "
+            f"plan: the gate {_duration(self.gate_s)} (two models x the suite and the guard{self.reused}; "
             f"{r.suite_doc_s:.3f} s a suite document, {r.source('suite_doc_s')})"
         )
         verdict = "within the budget" if self.fits else "OVER the budget even at the fewest steps"
@@ -144,14 +160,16 @@ class Plan:
 
 def plan_night(budget_s: float, elapsed_s: float, work: Work, rates: Rates = DEFAULT_RATES) -> Plan:
     """The steps that fit in what the budget leaves after the data stages, the gate and a reserve."""
-    gate_s = 2 * (work.suite_docs * rates.suite_doc_s + (rates.guard_s if work.guard else 0.0))
+    gate_s = work.gate_s(rates)
     room = (budget_s - elapsed_s) * (1 - RESERVE) - gate_s - rates.train_start_s
     fit = max(0, math.floor(room / rates.train_step_s)) if rates.train_step_s > 0 else work.steps
     steps = min(work.steps, max(fit, MIN_STEPS))
     train_s = rates.train_start_s + steps * rates.train_step_s
     embed_s = work.corpus_docs * rates.embed_doc_s
     fits = elapsed_s + train_s + gate_s <= budget_s
-    return Plan(budget_s, elapsed_s, work.steps, steps, train_s, gate_s, embed_s, fits, rates, work.replay)
+    return Plan(
+        budget_s, elapsed_s, work.steps, steps, train_s, gate_s, embed_s, fits, rates, work.replay, work.reused()
+    )
 
 
 def replay_ratio(setting: float | str, later: bool, epoch_fits: bool) -> float:

@@ -109,9 +109,13 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
     (base / "train" / "t1").mkdir(parents=True)  # the champion's run read the earlier split
     upstream = [{"stage": "split", "fingerprint": "a" * 16, "path": f"split/{'a' * 16}"}]
     (base / "train" / "t1" / "_manifest.json").write_text(json.dumps({"upstream": upstream}), encoding="utf-8")
-    champion = {"method": "documents", "train": {"stage": "train", "fingerprint": "t1", "path": "train/t1"}}
+    champion = {
+        "method": "documents",
+        "train": {"stage": "train", "fingerprint": "t1", "path": "train/t1"},
+        "export": str(base / "train" / "t1" / "export"),
+    }
     inputs = {"split": {"stage": "split", "fingerprint": "b" * 16, "path": f"split/{'b' * 16}"}}
-    suite = SimpleNamespace(train_records=60, scored=0, records=75)
+    suite = SimpleNamespace(train_records=60, scored=0, records=75, stackoverflow="", beir=())
 
     def plan(replay: str, minutes: float, champ=champion, options: str = "batch_size = 4"):
         path = tmp_path / "nightly.toml"

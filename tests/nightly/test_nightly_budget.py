@@ -90,3 +90,52 @@ def test_rates_come_from_the_roots_newest_outputs_else_the_defaults(tmp_path):
     work = Work(steps=100, suite_docs=0, corpus_docs=0, guard=False)
     plan = plan_night((50 + 350) / (1 - RESERVE), 0, work, split)  # 400 s: the start, then 87 steps of 4 s
     assert plan.steps == 87 and plan.train_s == pytest.approx(50 + 87 * 4) and "+ 50 s to start" in plan.lines()[1]
+
+
+def test_the_gate_counts_only_what_the_model_in_use_has_not_scored():
+    work = Work(steps=100, suite_docs=600, corpus_docs=0, reused_guard=1.0)  # a later night: its guard on disk
+    later = plan_night(3 * 3600, 60, work, RATES)
+    assert later.gate_s == 2 * 600 * 0.1 + 30  # the candidate's guard only
+    assert "the model in use's guard on disk, reused" in "\n".join(later.lines())
+    both = Work(steps=100, suite_docs=600, corpus_docs=0, reused_suite=1.0, reused_guard=1.0)
+    assert plan_night(3 * 3600, 60, both, RATES).gate_s == 600 * 0.1 + 30  # the candidate alone
+    half = Work(steps=100, suite_docs=600, corpus_docs=0, guard=False, reused_suite=0.5, reused_guard=1.0)
+    plan = plan_night(3 * 3600, 60, half, RATES)
+    assert plan.gate_s == 1.5 * 600 * 0.1  # no guard configured: a guard unit on disk counts for nothing
+    assert plan.reused == "; the model in use's 50% of its suite on disk, reused"
+    assert json.loads(plan.record())["reused"] == plan.reused
+    assert plan_night(3 * 3600, 60, Work(steps=1, suite_docs=1, corpus_docs=0), RATES).reused == ""
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_units_on_disk_are_the_ones_the_gates_evaluation_reuses(tmp_path):
+    """The plan's check against the real evaluate flow: a model's units are on disk after it scored the gate's
+    suite and guard; a changed suite file is new, the guard's units are not."""
+    from flows.evaluate import evaluate
+    from flows.nightly_retrain import gate_evaluation, units_on_disk
+    from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.holdout import gate_suite
+    from tests.helpers.shared_data import require_shared
+    from tests.helpers.sts_fixtures import STSB, stsb_rows, write_csv
+
+    titles = STSB.parent / "stackoverflow" / "train.tsv"
+    require_shared(titles, STSB / "stsb-en-dev.csv")
+    suite_file = tmp_path / "suite.tsv"
+    suite_file.write_text("".join(titles.read_text(encoding="utf-8").splitlines(True)[:201]), encoding="utf-8")
+    guard_file = write_csv(tmp_path / "stsb-en-train.csv", stsb_rows("en", "dev", 100))  # the default guard's name
+    (tmp_path / "corpus").mkdir()
+    config = tmp_path / "nightly.toml"
+    config.write_text(
+        f'[corpus]\npath = "{tmp_path / "corpus"}"\n\n[evaluate]\nstackoverflow = "{suite_file}"\n'
+        f'stsb = ["{guard_file}"]\n',
+        encoding="utf-8",
+    )
+    base = tmp_path / "data"
+    cfg, suite = gate_suite(load_nightly_config(config), base)
+    assert units_on_disk(cfg, base, suite, "glove") == (0.0, 0.0)
+    result = evaluate(**gate_evaluation(cfg, base, suite, ["glove"]))
+    assert len(result["units"]) == 2
+    assert units_on_disk(cfg, base, suite, "glove") == (1.0, 1.0)
+    assert units_on_disk(cfg, base, suite, "bm25") == (0.0, 0.0)  # another model: nothing of its own on disk
+    suite_file.write_text("".join(titles.read_text(encoding="utf-8").splitlines(True)[:191]), encoding="utf-8")
+    assert units_on_disk(cfg, base, suite, "glove") == (0.0, 1.0)  # a changed suite: scored again, the guard not
