@@ -86,7 +86,7 @@ class Work:
     def reused(self) -> str:
         """The plan's note on the model in use's units the gate reuses ("" when none)."""
         counted = (("suite", self.reused_suite), ("guard", self.reused_guard if self.guard else 0.0))
-        names = [name if share == 1 else f"{share:.0%} of its {name}" for name, share in counted if share]
+        names = [name if share == 1 else f"{name} ({share:.0%} of its units)" for name, share in counted if share]
         return f"; the model in use's {' and '.join(names)} on disk, reused" if names else ""
 
 

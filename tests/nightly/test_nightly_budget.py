@@ -102,7 +102,7 @@ def test_the_gate_counts_only_what_the_model_in_use_has_not_scored():
     half = Work(steps=100, suite_docs=600, corpus_docs=0, guard=False, reused_suite=0.5, reused_guard=1.0)
     plan = plan_night(3 * 3600, 60, half, RATES)
     assert plan.gate_s == 1.5 * 600 * 0.1  # no guard configured: a guard unit on disk counts for nothing
-    assert plan.reused == "; the model in use's 50% of its suite on disk, reused"
+    assert plan.reused == "; the model in use's suite (50% of its units) on disk, reused"
     assert json.loads(plan.record())["reused"] == plan.reused
     assert plan_night(3 * 3600, 60, Work(steps=1, suite_docs=1, corpus_docs=0), RATES).reused == ""
 
