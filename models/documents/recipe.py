@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,8 +55,10 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
     )
     if cfg.same_page == "masked" or cfg.sampling == "clustered-pages":
         find_pages(data, Path(cfg.questions), rank)
+    clustered = time.time()
     if cfg.sampling in ("clustered", "clustered-pages"):
         cluster_batches(data, cfg, out, tok, max_len, rank, ddp)
+    clusters_s = round(time.time() - clustered, 3)  # grows with the documents the run's steps show: a night's plan
     model = TfcsgModel(
         cfg.init_from,
         pooling=cfg.pooling,
@@ -84,7 +87,7 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         DocumentStream(data, rank, world),
         eval_batches,
         model_config={"init_from": cfg.init_from, "pooling": cfg.pooling, "pair_kinds": cfg.pair_kinds},
-        info={"data": counts, "losses": ["kw"]},
+        info={"data": counts, "losses": ["kw"], "clusters_s": clusters_s},
     )
 
 

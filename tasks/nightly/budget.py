@@ -19,7 +19,8 @@ The embedding for search runs after the decision (never what the decision waits 
 long it will take, so the night says when search serves the new champion.
 
 Rates are this root's own where it has them (the newest training run of the method: seconds per step in its
-step loop and the rest of its time as a start cost, which does not grow with the steps; the two newest
+step loop and its clustering of the documents those steps show, and the rest of its time as a start cost, which
+does not grow with the steps; the two newest
 label-free evaluation units, one model's title and ICT, a trained model's where the root has them: seconds per
 suite document per model (each task's own time, not one's twice), and the guard's (a trained model's too); the
 newest embed output of EMBED_SAMPLE documents or more: seconds per embedded document), else DEFAULT_RATES, on the
@@ -200,7 +201,9 @@ def measured_rates(root: Path, method: str) -> Rates:
     sources: dict[str, str] = {}
     train = _newest(root / "train", lambda m: (m.get("config") or {}).get("method") == method and _steps(m) > 0)
     if train:
-        stepping = float((train.get("summary") or {}).get("trained_s") or 0)  # its steps' share, where recorded
+        summary = train.get("summary") or {}
+        # its steps' share, where recorded: the step loop, and the clustering of the documents those steps show
+        stepping = float(summary.get("trained_s") or 0) + float(summary.get("clusters_s") or 0)
         found["train_step_s"] = (stepping or _took(train)) / _steps(train)
         found["train_start_s"] = max(0.0, _took(train) - stepping) if stepping else 0.0
         sources["train_step_s"] = f"this root: train/{train['fingerprint']}"

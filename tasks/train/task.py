@@ -40,8 +40,9 @@ REPO = Path(__file__).resolve().parents[2]
 PASSED_ON = ("step ", "resumed", "held-out", "resuming", "stopped", "questions:", "documents:", "epochs")
 # Do not change what is learned, so not part of the fingerprint.
 # the summary's figures the manifest keeps (retention prunes a judged run to its export and manifest);
-# `trained_s`, the step loop's seconds: the night's plan tells a run's start cost from its rate per step
-SUMMARY_KEYS = ("heldout_acc", "chance", "params", "max_steps", "lm_head_loaded", "trained_s")
+# `trained_s`, the step loop's seconds: the night's plan tells a run's start cost from its rate per step;
+# `clusters_s`, the documents recipe's clustering of the documents its steps show: it grows with the steps too
+SUMMARY_KEYS = ("heldout_acc", "chance", "params", "max_steps", "lm_head_loaded", "trained_s", "clusters_s")
 RUNTIME_KEYS = ("out_dir", "shards", "questions", "replay_source", "threads", "stop_at_step", "ckpt_every_s")
 # Fields added after runs were made: hashed only when set to something else, so a run made before a
 # field existed keeps its fingerprint (and its folder, checkpoints and nightly history).

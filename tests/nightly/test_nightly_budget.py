@@ -78,6 +78,13 @@ def test_rates_come_from_the_roots_newest_outputs_else_the_defaults(tmp_path):
     (train / "new" / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     split = measured_rates(tmp_path, "documents")
     assert split.train_step_s == pytest.approx(200 / 50) and split.train_start_s == pytest.approx(50)
+    # the documents recipe's clustering embeds the documents the steps show: a share of each step, not of the start
+    manifest["summary"] = {"trained_s": 200.0, "clusters_s": 20.0}
+    (train / "new" / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    clustered = measured_rates(tmp_path, "documents")
+    assert clustered.train_step_s == pytest.approx(220 / 50) and clustered.train_start_s == pytest.approx(30)
+    manifest["summary"] = {"trained_s": 200.0}
+    (train / "new" / "_manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     # a trained model's units (their overlap check reads its training input) set the rate, though the start's are newer
     trained = {"overlap": {"overlap": 0, "training_input": "split/abc"}}
     for name, took in (("cand-title", 40), ("cand-ict", 60)):

@@ -328,6 +328,7 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     assert manifest["config"]["attention_dropout"] == 0.0  # the preset's: the fused attention kernel trains
     took = manifest["finished_at"] - manifest["started_at"]
     assert 0 < manifest["summary"]["trained_s"] < took  # the step loop's share: the plan's rate per step
+    assert 0 < manifest["summary"]["clusters_s"] < took - manifest["summary"]["trained_s"]  # the pages clustered
     # GUR's pairs: the night's own shuffle output, named in the run's inputs and lineage
     shuffle = manifest["inputs"]["shuffle"]
     ref = {"stage": "shuffle", "fingerprint": manifest["config"]["gur_pairs"], "path": shuffle}
