@@ -43,8 +43,6 @@ from tasks.nightly.holdout import gate_suite
 from tasks.nightly.report import decision_markdown, metrics_by_model, night_data, publish, training_settings
 from tasks.runtime.catalog import handed_up, update_catalog
 
-GUARD_KINDS = ("stsb", "lee")  # the gate's guard sets; its other units score the night's suite
-
 
 def data_stages(cfg: NightlyConfig, base: Path) -> dict[str, dict[str, str]]:
     """The training inputs for the method: `data`, what the night is judged new by and the champion records (a
@@ -536,6 +534,7 @@ def units_on_disk(cfg: NightlyConfig, base: Path, suite: Any, model: str) -> tup
     does not count them."""
     from flows.evaluate import unit_calls
     from flows.parameters import EvaluateParams, evaluation_sets
+    from tasks.evaluate.suite import SIMILARITY_KINDS
     from tasks.evaluate.task import unit_done
 
     try:
@@ -543,8 +542,8 @@ def units_on_disk(cfg: NightlyConfig, base: Path, suite: Any, model: str) -> tup
     except ValueError:  # no set to score: nothing is on disk (the gate's own run says what is missing)
         return 0.0, 0.0
     calls = unit_calls(p)
-    guards = [c for c in calls if c["dataset"].kind in GUARD_KINDS]
-    rest = [c for c in calls if c["dataset"].kind not in GUARD_KINDS]
+    guards = [c for c in calls if c["dataset"].kind in SIMILARITY_KINDS]  # the gate's guards; the rest: its suite
+    rest = [c for c in calls if c["dataset"].kind not in SIMILARITY_KINDS]
 
     def share(units: list[dict[str, Any]]) -> float:
         return sum(unit_done(root=str(base), **c) for c in units) / len(units) if units else 0.0

@@ -37,6 +37,7 @@ from tasks.evaluate.scoring import (
 )
 
 KINDS = ("stackoverflow", "stsb", "lee", "beir", "demo")
+SIMILARITY_KINDS = ("stsb", "lee")  # scored as pair / document similarity: no ranker, a nightly guard
 # (task, metric, k) each kind reports; a unit that cannot run reports these with status not_run.
 EXPECTED: dict[str, list[tuple[str, str, int | None]]] = {
     "stackoverflow": [
@@ -104,7 +105,7 @@ class SuiteConfig:
 
 def applicable(model: str, kind: str) -> bool:
     """BM25 ranks; it has no vectors to compare in STS."""
-    return not (model.strip() == "bm25" and kind in ("stsb", "lee"))
+    return not (model.strip() == "bm25" and kind in SIMILARITY_KINDS)
 
 
 def dataset_files(spec: DatasetSpec) -> list[Path]:
@@ -206,7 +207,7 @@ def _evaluate(model, spec: DatasetSpec, data, config: SuiteConfig) -> tuple[list
         embeddings = None if isinstance(model, BM25Ranker) else model.encode(data.texts, config.question.batch_size)
         values = question_retrieval(model, data, config.question, embeddings)
         return values + zero_shot(model, data, config.zero_shot, embeddings), ""
-    if spec.kind in ("stsb", "lee"):
+    if spec.kind in SIMILARITY_KINDS:
         return sts(model, data, config.batch_size), ""
     values = dense_retrieval(model, data, config.retrieval)
     detail = f"{len(data.queries)} queries, {len(data.docs)} documents"

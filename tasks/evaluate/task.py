@@ -82,7 +82,7 @@ def unit_fingerprint(identity: dict) -> str:
     return fingerprint("eval-unit", EVAL_CODE_VERSION, identity)
 
 
-def unit_done(model: str, dataset: DatasetSpec, config: SuiteConfig, root: str, **_: object) -> bool:
+def unit_done(model: str, dataset: DatasetSpec, config: SuiteConfig, root: str, device: str | None = None) -> bool:
     """Whether `evaluate_unit` with these arguments would reuse a complete unit on disk (a night's plan)."""
     identity = unit_identity(model, dataset, config, data_root(root))
     return ref_complete(data_root(root), stage_ref("eval-unit", unit_fingerprint(identity)))
