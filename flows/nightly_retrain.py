@@ -237,9 +237,38 @@ def night_plan(
             replay = {"ratio": ratio, "new_rows": new, "rows": rows, "epoch_steps": work.steps}
             work = replace(work, steps=min(work.steps, length(math.ceil(scaled))), replay=replay)
             plan = plan_night(budget_s, time.time() - started, work, rates)
+    plan, ratio = kept_or_new(cfg, base, inputs, champion, (budget_s, started, work, rates), plan, ratio)
     for line in plan.lines():
         print(line)
     return plan, ratio
+
+
+def kept_or_new(
+    cfg: NightlyConfig,
+    base: Path,
+    inputs: dict[str, dict[str, str]],
+    champion: dict[str, Any] | None,
+    planning: tuple[float, float, Any, Any],
+    plan: Any,
+    ratio: float,
+) -> tuple[Any, float]:
+    """Tonight's plan, or the stopped night's on these inputs run again (tasks/nightly/kept_plan.py): its steps,
+    replay and ratio, so its training resumes instead of starting over with the count more time left would fit.
+    `planning`: plan_night's budget, the night's start, its work and rates."""
+    from tasks.nightly.budget import plan_night
+    from tasks.nightly.kept_plan import keep_plan, kept_plan, night_key, start_key, steps_done
+
+    budget_s, started, work, rates = planning
+    start = start_of(cfg, champion)
+    key = night_key(cfg.train.method, inputs, start_key(base, start), training_settings(cfg), cfg.budget.minutes)
+    kept = kept_plan(base, key)
+    if kept is None:
+        keep_plan(base, key, plan, ratio, time.time())
+        return plan, ratio
+    done = steps_done(base, kept["planned_at"], kept["steps"], start)
+    work = replace(work, steps=kept["full_steps"], replay=kept["replay"])
+    kept_plan_now = plan_night(budget_s, time.time() - started, work, rates, {**kept, "steps_done": done})
+    return kept_plan_now, kept["ratio"]
 
 
 def budget_line(plan: Any, actual: dict[str, float]) -> str:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,7 @@ class Plan:
     rates: Rates
     replay: dict[str, Any] = field(default_factory=dict)  # Work.replay
     reused: str = ""  # Work.reused(): the model in use's gate units already on disk
+    kept: dict[str, Any] = field(default_factory=dict)  # a stopped night's plan run again: planned_at, steps_done
 
     @property
     def capped(self) -> bool:
@@ -127,6 +129,12 @@ class Plan:
             f"plan: training {steps} x {r.train_step_s:.1f} s{start} ({r.source('train_step_s')}) "
             f"= {_duration(self.train_s)}"
         )
+        if self.kept:
+            k = self.kept
+            out.append(
+                f"plan: the night planned at {_clock(k['planned_at'])} on these inputs, run again: its {self.steps} "
+                f"steps kept (a new count would start its training over), {k['steps_done']} of them done"
+            )
         if self.replay:
             p = self.replay
             out.append(
@@ -159,17 +167,23 @@ class Plan:
         return json.dumps({**fields, "rates": rates, "rate_sources": self.rates.sources}, sort_keys=True)
 
 
-def plan_night(budget_s: float, elapsed_s: float, work: Work, rates: Rates = DEFAULT_RATES) -> Plan:
-    """The steps that fit in what the budget leaves after the data stages, the gate and a reserve."""
+def plan_night(
+    budget_s: float, elapsed_s: float, work: Work, rates: Rates = DEFAULT_RATES, kept: dict[str, Any] | None = None
+) -> Plan:
+    """The steps that fit in what the budget leaves after the data stages, the gate and a reserve; a stopped
+    night's (`kept`: tasks/nightly/kept_plan.py, with `steps_done`) where it is run again, only the steps its
+    checkpoints have not done counted."""
     gate_s = work.gate_s(rates)
     room = (budget_s - elapsed_s) * (1 - RESERVE) - gate_s - rates.train_start_s
     fit = max(0, math.floor(room / rates.train_step_s)) if rates.train_step_s > 0 else work.steps
-    steps = min(work.steps, max(fit, MIN_STEPS))
-    train_s = rates.train_start_s + steps * rates.train_step_s
+    steps = kept["steps"] if kept else min(work.steps, max(fit, MIN_STEPS))
+    done = min(steps, kept.get("steps_done", 0)) if kept else 0
+    train_s = (rates.train_start_s if done < steps else 0.0) + (steps - done) * rates.train_step_s
     embed_s = work.corpus_docs * rates.embed_doc_s
     fits = elapsed_s + train_s + gate_s <= budget_s
+    note = {"planned_at": kept["planned_at"], "steps_done": done} if kept else {}
     return Plan(
-        budget_s, elapsed_s, work.steps, steps, train_s, gate_s, embed_s, fits, rates, work.replay, work.reused()
+        budget_s, elapsed_s, work.steps, steps, train_s, gate_s, embed_s, fits, rates, work.replay, work.reused(), note
     )
 
 
@@ -267,6 +281,11 @@ def _suite_docs(manifest: dict[str, Any]) -> int:
     """A retrieval unit's documents (its detail: "556 queries, 596 documents"), 0 for other units."""
     match = re.search(r"(\d+) documents", str(manifest.get("detail") or ""))
     return int(match.group(1)) if match and manifest.get("status") == "ok" else 0
+
+
+def _clock(epoch: float) -> str:
+    """A moment of tonight, as the logs print it (UTC)."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
 
 
 def _duration(seconds: float) -> str:

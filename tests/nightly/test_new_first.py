@@ -145,3 +145,42 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
     assert halved.full_steps == full_steps(16, 4, 1.0, 0.2)
     explicit, ratio = plan("0.5", 180)  # a number: always, budget or not
     assert ratio == 0.5 and explicit.full_steps == full_steps(24, 4, 1.0, 0.2) and explicit.replay["ratio"] == 0.5
+
+
+def test_a_night_run_again_after_a_stop_keeps_its_plan_so_its_training_resumes(tmp_path, capsys):
+    """The plan's steps depend on the time its data stages took; run again after a stop, the same night (its
+    inputs, start model, settings, budget) keeps the kept plan's steps instead of the more that now fit: a new
+    count would be a new training run, its checkpoints never read."""
+    import time
+    from types import SimpleNamespace
+
+    from flows.nightly_retrain import night_plan
+    from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.kept_plan import plan_path
+
+    base = tmp_path / "root"
+    (base / "split" / ("a" * 16)).mkdir(parents=True)
+    sentences_file(base / "split" / ("a" * 16) / "part-0.parquet", wiki_documents(60, sentences=5))
+    inputs = {"split": {"stage": "split", "fingerprint": "a" * 16, "path": f"split/{'a' * 16}"}}
+    suite = SimpleNamespace(train_records=60, scored=0, records=75, stackoverflow="", beir=())
+
+    def plan(minutes: float, spent: float):
+        path = tmp_path / "nightly.toml"
+        path.write_text(
+            f'[corpus]\npath = "{tmp_path}"\n[train]\nmethod = "documents"\noptions = {{batch_size = 4}}\n'
+            f"[evaluate]\nstsb = []\n[gate]\nguards = {{}}\n[budget]\nminutes = {minutes}\n",
+            encoding="utf-8",
+        )  # no guard, no suite: 180 s leave 102 for steps after the reserve and the start, less what was spent
+        return night_plan(load_nightly_config(path), base, suite, time.time() - spent, inputs, None)
+
+    stopped, _ = plan(3, spent=30)  # the data stages took 30 s: 15 of the epoch's 19 steps fit
+    assert (stopped.steps, stopped.full_steps, stopped.kept) == (15, 19, {})
+    assert plan_path(base).exists()
+    capsys.readouterr()
+    again, _ = plan(3, spent=1)  # run again, the data stages cached: the whole epoch would fit now
+    assert again.steps == 15 and again.capped and again.kept["steps_done"] == 0
+    assert "on these inputs, run again: its 15 steps kept" in capsys.readouterr().out
+    other, _ = plan(3.5, spent=1)  # another budget is another night: planned afresh
+    assert other.steps == 19 and not other.kept
+    plan_path(base).unlink()
+    assert plan(3, spent=1)[0].steps == 19  # without the kept plan, what fits now

@@ -435,10 +435,12 @@ def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champi
     from samples.tiny_bert import REPO
 
     root = tmp_path / "data"
-    # The length that promotes in test_nights: the kill lands within 0.05 s of the step-5 checkpoint, 95 steps
-    # before training could end, and the rerun trains 95 steps, not 395.
+    # About the length that promotes in test_nights: the kill lands within 0.05 s of the step-5 checkpoint, and the
+    # rerun trains the rest, not the whole run again. A budget of 9.5 minutes cuts the 100 steps to what fits after
+    # the data stages at the default 4.7 s a step (about 95): the rerun, its data stages cached, would fit more, and
+    # keeps the stopped night's count (tasks/nightly/kept_plan.py), so its run is the one the checkpoints are of.
     config = write_config(tmp_path / "n.toml", nightly["corpus"], nightly["model"], lr=1e-3)
-    config.write_text(config.read_text().replace("ckpt_every = 100", "ckpt_every = 5"))
+    config.write_text(config.read_text().replace("ckpt_every = 100", "ckpt_every = 5") + "\n[budget]\nminutes = 9.5\n")
     cmd = [sys.executable, "-m", "gur_cli", "--root", str(root), "nightly", "--config", str(config)]
     env = {**gur_env(api=prefect_api_url), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
@@ -458,6 +460,7 @@ def test_a_night_killed_during_training_resumes_and_never_half_writes_the_champi
     output = again.stdout + again.stderr
     assert again.returncode == 0, output[-3000:]
     assert f"resumed from {saved[-1].name}" in output or "resumed from step-" in output, output[-3000:]
+    assert "on these inputs, run again: its" in output and "steps kept" in output, output[-3000:]
     assert len(list(root.glob("train/*/_manifest.json"))) == 1  # the same run folder, finished
     assert read_champion(root)["number"] == 1
     assert not list((root / "models").rglob(".*"))  # atomic writes leave no temporaries

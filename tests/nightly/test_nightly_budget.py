@@ -146,3 +146,62 @@ def test_units_on_disk_are_the_ones_the_gates_evaluation_reuses(tmp_path):
     assert units_on_disk(cfg, base, suite, "bm25") == (0.0, 0.0)  # another model: nothing of its own on disk
     suite_file.write_text("".join(titles.read_text(encoding="utf-8").splitlines(True)[:191]), encoding="utf-8")
     assert units_on_disk(cfg, base, suite, "glove") == (0.0, 1.0)  # a changed suite: scored again, the guard not
+
+
+def test_a_kept_plan_keeps_its_steps_whatever_time_is_left_and_counts_only_the_steps_not_done():
+    work = Work(steps=100, suite_docs=600, corpus_docs=3000)
+    stopped = plan_night(900, 60, work, RATES)  # the night stopped in its training: 57 steps planned
+    kept = {"steps": stopped.steps, "planned_at": 1.8e9, "steps_done": 40}
+    again = plan_night(900, 5, work, RATES, kept)  # run again: its data stages cached, 55 s more left
+    assert plan_night(900, 5, work, RATES).steps == 62  # what a new plan would fit: another run
+    assert again.steps == 57 and again.capped and again.train_s == (57 - 40) * 10
+    assert again.kept == {"planned_at": 1.8e9, "steps_done": 40}
+    assert "planned at 2027-01-15 08:00 UTC on these inputs, run again: its 57 steps kept" in "\n".join(again.lines())
+    assert json.loads(again.record())["kept"]["steps_done"] == 40
+    started = Rates(train_step_s=10.0, train_start_s=60.0)
+    assert plan_night(900, 5, work, started, {**kept, "steps_done": 57}).train_s == 0  # finished: reused whole
+    assert plan_night(900, 5, work, started, {**kept, "steps_done": 0}).train_s == 60 + 570
+
+
+def test_the_kept_plan_is_the_one_of_tonights_key_and_a_run_since_it_tells_the_steps_done(tmp_path):
+    from tasks.nightly.kept_plan import keep_plan, kept_plan, night_key, plan_path, steps_done
+
+    inputs = {"split": {"stage": "split", "fingerprint": "a" * 16, "path": "split/" + "a" * 16}}
+    key = night_key("documents", inputs, "models/start", "settings", 180)
+    moved = {"split": {**inputs["split"], "path": "/moved"}}
+    assert key == night_key("documents", moved, "models/start", "settings", 180)
+    changed = {"split": {**inputs["split"], "fingerprint": "b" * 16}}
+    others = [
+        night_key("documents", changed, "models/start", "settings", 180),
+        night_key("documents", inputs, "train/champion/export", "settings", 180),
+        night_key("documents", inputs, "models/start", "other settings", 180),
+        night_key("documents", inputs, "models/start", "settings", 30),
+    ]
+    assert key not in others and len(set(others)) == 4
+    assert kept_plan(tmp_path, key) is None
+    plan = plan_night(900, 60, Work(steps=100, suite_docs=600, corpus_docs=3000), RATES)
+    keep_plan(tmp_path, key, plan, 1.0, planned_at=100.0)
+    assert kept_plan(tmp_path, key) == {
+        "key": key,
+        "planned_at": 100.0,
+        "steps": 57,
+        "full_steps": 100,
+        "replay": {},
+        "ratio": 1.0,
+    }
+    assert kept_plan(tmp_path, others[0]) is None  # another night's inputs: a new plan, which replaces it
+    plan_path(tmp_path).write_text("{", encoding="utf-8")
+    assert kept_plan(tmp_path, key) is None  # unreadable: planned afresh, never a failed night
+
+    since = time.time()
+    run = tmp_path / "train" / "f00d"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"max_steps": 57, "init_from": "/start"}), encoding="utf-8")
+    for step in (20, 50, 40):
+        (run / "checkpoints" / f"step-{step:08d}.pt").write_bytes(b"")
+    assert steps_done(tmp_path, since, 57, "/start") == 50
+    assert steps_done(tmp_path, since, 57, "/other start") == 0
+    assert steps_done(tmp_path, since, 58, "/start") == 0
+    assert steps_done(tmp_path, since + 60, 57, "/start") == 0  # written before the plan: not tonight's run
+    (run / "_manifest.json").write_text("{}", encoding="utf-8")
+    assert steps_done(tmp_path, since, 57, "/start") == 57  # finished: reused whole
