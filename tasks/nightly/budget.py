@@ -15,6 +15,8 @@ the clusters; at least MIN_STEPS).
 A later night (the champion trained on an earlier output of this root) whose full epoch does not fit trains on
 what is new or changed since the champion's data plus a seeded replay sample of the rest (`[train] replay`,
 "auto": AUTO_REPLAY older rows per new one), so a night costs what is new, not the whole corpus.
+A night stopped and run again keeps its plan (tasks/nightly/kept_plan.py: `plan_night(..., kept)`): its steps,
+whatever time is left now, and only those its checkpoints have not done counted.
 The embedding for search runs after the decision (never what the decision waits for): the plan says how
 long it will take, so the night says when search serves the new champion.
 
