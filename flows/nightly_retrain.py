@@ -34,7 +34,7 @@ from prefect import flow
 from flows.embed import night_embeddings
 from storage.champion import amend_decision, read_champion, record_decision, record_start, root_lock, set_champion
 from storage.disk_space import free_bytes, megabytes, training_space
-from storage.layout import data_root
+from storage.layout import data_root, record_path
 from storage.manifest import read_manifest
 from storage.stage_output import ref_dir
 from tasks.nightly.config import CONFIG_NAME, NightlyConfig, load_nightly_config
@@ -198,10 +198,12 @@ def night_plan(
     """(the budget's plan, the replay ratio the candidate trains with), the plan printed before training
     (tasks/nightly/budget.py): a documents or TFCSG night on a held-out split. A later night whose full epoch
     does not fit trains on what is new plus a replay sample (`[train] replay`, "auto": budget.replay_ratio),
-    its length counted here on the night's input against the champion's. No plan (None) for a GUR night (its
+    its length counted here on the night's input against the champion's. The same night run again after a stop
+    keeps its plan (tasks/nightly/kept_plan.py), so its training resumes. No plan (None) for a GUR night (its
     own minutes of training, GUR_NIGHT) or a named suite (the training side is not counted)."""
     from models.training.presets import question_config, resolve_preset
     from tasks.nightly.budget import Work, full_steps, measured_rates, plan_night, replay_ratio, replay_rows
+    from tasks.nightly.kept_plan import keep_plan, kept_plan, night_key, steps_done
     from tasks.nightly.what_is_new import count_new
 
     t, method = cfg.train, cfg.train.method
@@ -214,7 +216,8 @@ def night_plan(
         return t.steps or full_steps(records, preset["batch_size"], preset["epochs"], share)
 
     guard = bool(cfg.evaluate.stsb or cfg.evaluate.lee)
-    reused_suite, reused_guard = units_on_disk(cfg, base, suite, start_of(cfg, champion))  # the model in use's
+    start = start_of(cfg, champion)
+    reused_suite, reused_guard = units_on_disk(cfg, base, suite, start)  # the model in use's
     work = Work(
         steps=length(suite.train_records),
         suite_docs=suite.scored,
@@ -224,51 +227,31 @@ def night_plan(
         reused_guard=reused_guard,
     )
     budget_s, rates = cfg.budget.minutes * 60, measured_rates(base, method)
-    plan = plan_night(budget_s, time.time() - started, work, rates)
-    earlier = champion_input(champion, base, method)
-    ratio = replay_ratio(t.replay, bool(earlier), not plan.capped)
-    if ratio and earlier and not t.steps:
-        stage = "keywords" if method == "tfcsg" else "split"
-        now = ref_dir(base, inputs["data"] if method == "tfcsg" else inputs["split"])
-        new, rows = count_new(method, str(now), str(ref_dir(base, {"stage": stage, "fingerprint": earlier})))
-        if new:  # where nothing is new every row is an older one: the ratio does not apply
-            held = float(preset.get("heldout_fraction") or 0)  # the trainer's own held-out share of the input
-            scaled = replay_rows(new, rows, ratio) * (1 - held)
-            replay = {"ratio": ratio, "new_rows": new, "rows": rows, "epoch_steps": work.steps}
-            work = replace(work, steps=min(work.steps, length(math.ceil(scaled))), replay=replay)
-            plan = plan_night(budget_s, time.time() - started, work, rates)
-    plan, ratio = kept_or_new(cfg, base, inputs, champion, (budget_s, started, work, rates), plan, ratio)
+    key = night_key(method, inputs, record_path(base, start), training_settings(cfg), cfg.budget.minutes)
+    kept = kept_plan(base, key)
+    if kept:  # the same night run again after a stop: its steps, replay and ratio, so its training resumes
+        done = steps_done(base, kept["planned_at"], kept["steps"], start)
+        work = replace(work, steps=kept["full_steps"], replay=kept["replay"])
+        plan = plan_night(budget_s, time.time() - started, work, rates, {**kept, "steps_done": done})
+        ratio = kept["ratio"]
+    else:
+        plan = plan_night(budget_s, time.time() - started, work, rates)
+        earlier = champion_input(champion, base, method)
+        ratio = replay_ratio(t.replay, bool(earlier), not plan.capped)
+        if ratio and earlier and not t.steps:
+            stage = "keywords" if method == "tfcsg" else "split"
+            now = ref_dir(base, inputs["data"] if method == "tfcsg" else inputs["split"])
+            new, rows = count_new(method, str(now), str(ref_dir(base, {"stage": stage, "fingerprint": earlier})))
+            if new:  # where nothing is new every row is an older one: the ratio does not apply
+                held = float(preset.get("heldout_fraction") or 0)  # the trainer's own held-out share of the input
+                scaled = replay_rows(new, rows, ratio) * (1 - held)
+                replay = {"ratio": ratio, "new_rows": new, "rows": rows, "epoch_steps": work.steps}
+                work = replace(work, steps=min(work.steps, length(math.ceil(scaled))), replay=replay)
+                plan = plan_night(budget_s, time.time() - started, work, rates)
+        keep_plan(base, key, plan, ratio, time.time())
     for line in plan.lines():
         print(line)
     return plan, ratio
-
-
-def kept_or_new(
-    cfg: NightlyConfig,
-    base: Path,
-    inputs: dict[str, dict[str, str]],
-    champion: dict[str, Any] | None,
-    planning: tuple[float, float, Any, Any],
-    plan: Any,
-    ratio: float,
-) -> tuple[Any, float]:
-    """Tonight's plan, or the stopped night's on these inputs run again (tasks/nightly/kept_plan.py): its steps,
-    replay and ratio, so its training resumes instead of starting over with the count more time left would fit.
-    `planning`: plan_night's budget, the night's start, its work and rates."""
-    from tasks.nightly.budget import plan_night
-    from tasks.nightly.kept_plan import keep_plan, kept_plan, night_key, start_key, steps_done
-
-    budget_s, started, work, rates = planning
-    start = start_of(cfg, champion)
-    key = night_key(cfg.train.method, inputs, start_key(base, start), training_settings(cfg), cfg.budget.minutes)
-    kept = kept_plan(base, key)
-    if kept is None:
-        keep_plan(base, key, plan, ratio, time.time())
-        return plan, ratio
-    done = steps_done(base, kept["planned_at"], kept["steps"], start)
-    work = replace(work, steps=kept["full_steps"], replay=kept["replay"])
-    kept_plan_now = plan_night(budget_s, time.time() - started, work, rates, {**kept, "steps_done": done})
-    return kept_plan_now, kept["ratio"]
 
 
 def budget_line(plan: Any, actual: dict[str, float]) -> str:

@@ -21,14 +21,13 @@ from typing import Any
 
 from storage.atomic import atomic_write_json
 from storage.fingerprint import fingerprint
-from storage.layout import record_path
 
 PLAN_FILE = "plan.json"
 
 
 def night_key(method: str, inputs: dict[str, dict[str, str]], start: str, settings: str, minutes: float) -> str:
-    """What decides a night's training: the same key, the same run. `start` counts by its path under the root
-    where it lies there (a champion's export), so a root moved whole keeps its key."""
+    """What decides a night's training: the same key, the same run. `start` as the root records it (relative
+    where it lies under the root: a champion's export), so a root moved whole keeps its key."""
     return fingerprint(
         "nightly-plan",
         "v1",
@@ -44,10 +43,6 @@ def night_key(method: str, inputs: dict[str, dict[str, str]], start: str, settin
 
 def plan_path(root: Path) -> Path:
     return Path(root) / "models" / PLAN_FILE
-
-
-def start_key(root: Path, start: str) -> str:
-    return record_path(Path(root), start)
 
 
 def kept_plan(root: Path, key: str) -> dict[str, Any] | None:
