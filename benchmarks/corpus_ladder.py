@@ -1,7 +1,7 @@
 """Does the nightly default win on every corpus shape? Corpora x recipes in one table, from one first night each.
 
-    .venv/bin/python benchmarks/corpus_ladder.py --workdir /tmp/ladder2 [--corpora python-docs,man-pages,stackoverflow]
-        [--method gur]
+    .venv/bin/python benchmarks/corpus_ladder.py --workdir WORK [--corpora python-docs,man-pages,stackoverflow]
+        [--method gur] [--record]
 
 For each corpus, a fresh root and a `nightly.toml` naming only the folder (what a new user writes; for
 StackOverflow titles also the fields), then one `gur nightly` with every default (`method = "auto"`):
@@ -30,7 +30,7 @@ Corpora (each built once into the workdir):
   sections; the page as the label;
 - `python-docs-html`: the same pages as the site serves them (`python3-doc`'s HTML), read by ingest's HTML
   reader: one document per h1-h3 section, its page as the label (the `python-docs` night against its HTML);
-- `stackoverflow`: the 16,000 StackOverflow titles with their tags (../shared/data), a labelled question corpus;
+- `stackoverflow`: the 16,000 StackOverflow titles with their tags (the shared data), a labelled question corpus;
 - `docs-100k`: the large rung, 100,000+ sections of the manual pages, the Python documentation and `rust-doc`
   (benchmarks/large_corpus.py); its night's decision row alone (a table row would embed every section again).
 `--budget M` writes `[budget] minutes = M` into the nights' configs (the product's default otherwise).
@@ -38,24 +38,15 @@ Corpora (each built once into the workdir):
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
+import harness
+from harness import shared_data
 from large_corpus import TreeMemory
 from man_pages import MAN, man_corpus
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-SHARED = REPO.parent / "shared" / "data"
 TITLE, ICT, LABELLED, STS = "title MRR@10", "ICT MRR@10", "labelled P@1", "STS-B train rho"
 
 
@@ -72,7 +63,7 @@ def build_corpus(name: str, work: Path) -> tuple[Path, dict[str, str], dict]:
         corpus.mkdir(parents=True, exist_ok=True)
         link = corpus / "train.tsv"
         if not link.exists():
-            link.symlink_to(SHARED / "stackoverflow" / "train.tsv")  # a link: shared data is never copied
+            link.symlink_to(shared_data("stackoverflow", "train.tsv"))  # a link: shared data is never copied
         return corpus, {"text_field": "title", "title_field": ""}, {"titles": 16000}
     if not done.exists():
         if name == "docs-100k":
@@ -215,8 +206,7 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workdir", required=True, help="keeps the corpora, the roots and their runs")
+    parser = harness.parser(__doc__, workdir="required", workdir_help="keeps the corpora, the roots and their runs")
     parser.add_argument(
         "--corpora",
         default="python-docs,man-pages",
@@ -225,14 +215,13 @@ def main() -> None:
     parser.add_argument(
         "--budget", type=float, default=0, help="the nights' [budget] minutes (default: the product's default)"
     )
-    parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
-    parser.add_argument("--out", default="", help="write the figures as JSON here")
+    parser.add_argument("--stsb", default=str(shared_data("stsb", "stsb-en-train.csv")))
     parser.add_argument("--variants", default="", help="documents variants to add as rows (recipe_dev.py's names)")
     parser.add_argument(
         "--method", default="auto", help="the night's [train] method: auto (the default) or one named (own root)"
     )
     args = parser.parse_args()
-    work = Path(args.workdir)
+    work, show = harness.workdir(args), harness.Lines()
     results = []
     for name in args.corpora.split(","):
         started = time.time()
@@ -240,11 +229,10 @@ def main() -> None:
         result = ladder(name.strip(), work, Path(args.stsb), args.method, variants, args.budget)
         results.append(result)
         night = result["night"]
-        print(f"\n## {name}: {result['counts']}\nnight: {night['decision']}: {night['reason']}\n")
-        print(markdown(result) + "\n", flush=True)
-        print(f"({time.time() - started:.0f} s wall for this corpus, 2-core VM)", flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        show(f"## {name}: {result['counts']}", f"night: {night['decision']}: {night['reason']}", markdown(result))
+        show(f"({time.time() - started:.0f} s wall for this corpus)")
+    method = "" if args.method == "auto" else f", method {args.method}"
+    harness.record(args, f"Corpus ladder: {args.corpora}{method}", show.lines, {"corpora": results})
 
 
 if __name__ == "__main__":

@@ -15,19 +15,13 @@ torch emulates bf16 and the ratio falls below 1.
 
 from __future__ import annotations
 
-import argparse
 import csv
-import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-STSB_TRAIN = REPO.parent / "shared" / "data" / "stsb" / "stsb-en-train.csv"
+import harness
+from harness import shared_data
 
 
 def build(kind: str, folder: Path):
@@ -55,12 +49,11 @@ def time_step(model, optimizer, batch, dtype: str) -> tuple[float, float, float]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__, workdir_help="where all-mpnet-base-v2 is unpacked")
     parser.add_argument("--models", nargs="+", default=["minilm", "mpnet"], choices=["minilm", "mpnet"])
     parser.add_argument("--kinds", nargs="+", default=["cross", "siamese"], choices=["cross", "siamese"])
     parser.add_argument("--steps", type=int, default=12, help="timed steps per precision (after 2 warm-up steps)")
-    parser.add_argument("--root", default="/tmp/gur-bf16", help="data root where all-mpnet-base-v2 is unpacked")
-    parser.add_argument("--stsb", default=str(STSB_TRAIN))
+    parser.add_argument("--stsb", default=str(shared_data("stsb", "stsb-en-train.csv")))
     args = parser.parse_args()
 
     import numpy as np
@@ -69,7 +62,8 @@ def main() -> None:
     from models.encoders import minilm_path
     from models.training.precision import cpu_has_bf16_units
 
-    print(
+    show = harness.Lines()
+    show(
         f"CPU multiplies bf16 in hardware (amx_bf16 / avx512_bf16): {cpu_has_bf16_units()}; "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads"
     )
@@ -82,19 +76,20 @@ def main() -> None:
         target = torch.tensor([float(r[2]) / 5 for r in chunk])
         batches.append(([r[0] for r in chunk], [r[1] for r in chunk], target))
 
-    print(
+    show(
         "| model | kind | fp32 s/step | bf16 s/step | fp32 CPU s/step | bf16 CPU s/step | speed-up (wall) | "
-        "first loss fp32 / bf16 |"
+        "first loss fp32 / bf16 |",
+        "|---|---|---|---|---|---|---|---|",
     )
-    print("|---|---|---|---|---|---|---|---|")
+    figures: dict[str, dict] = {}
     for name in args.models:
         if name == "mpnet":
             from tasks.sts.models import mpnet_folder
 
             try:
-                folder = mpnet_folder(Path(args.root))
+                folder = mpnet_folder(harness.workdir(args))
             except FileNotFoundError as err:
-                print(f"| mpnet | - | skipped: {err} |")
+                show(f"| mpnet | - | skipped: {err} |")
                 continue
         else:
             folder = Path(minilm_path())
@@ -114,11 +109,16 @@ def main() -> None:
             timed = {d: r["steps"][2:] for d, r in runs.items()}  # after two warm-up steps
             med = {d: tuple(statistics.median(s[i] for s in steps) for i in (0, 1)) for d, steps in timed.items()}
             first = {d: r["steps"][0][2] for d, r in runs.items()}
-            print(
+            wall_s, cpu_s = ({d: m[i] for d, m in med.items()} for i in (0, 1))
+            figures[f"{name} {kind}"] = {"s_per_step": wall_s, "cpu_s_per_step": cpu_s, "first_loss": first}
+            show(
                 f"| {name} | {kind} | {med['fp32'][0]:.2f} | {med['bf16'][0]:.2f} | {med['fp32'][1]:.2f} | "
                 f"{med['bf16'][1]:.2f} | {med['fp32'][0] / med['bf16'][0]:.2f}x | "
                 f"{first['fp32']:.4f} / {first['bf16']:.4f} |"
             )
+    harness.record(
+        args, f"fp32 against bf16 training steps on the CPU ({', '.join(args.models)})", show.lines, figures
+    )
 
 
 if __name__ == "__main__":

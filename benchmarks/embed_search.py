@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import resource
@@ -30,12 +29,12 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
+from harness import shared_data
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+STACKOVERFLOW = shared_data("stackoverflow", "train.tsv")
+show = harness.Lines()  # the figures each part prints, for the entry
 
 
 def peak_mb() -> float:
@@ -55,19 +54,19 @@ def timed(fn, *args):
     return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def throughput(n_titles: int, n_articles: int, batch: int) -> None:
+def throughput(n_titles: int, n_articles: int, batch: int) -> dict:
     from models.encoders import minilm_path
     from samples.wiki_docs import wiki_documents
     from tasks.embed.vectors import document_texts, encode_texts, load_encoder
     from tasks.evaluate.data import load_stackoverflow
 
     articles = wiki_documents(n_articles, sentences=40)
-    texts = load_stackoverflow(SHARED / "stackoverflow" / "train.tsv", limit=n_titles).texts
+    texts = load_stackoverflow(STACKOVERFLOW, limit=n_titles).texts
     texts += document_texts([a["title"] for a in articles], [a["text"] for a in articles])
     model = load_encoder(str(minilm_path()))
     import torch
 
-    print(
+    show(
         f"\n## throughput: {len(texts)} texts ({n_titles} titles, {len(articles)} articles), MiniLM, batch {batch}, "
         f"{torch.get_num_threads()} torch threads"
     )
@@ -80,14 +79,17 @@ def throughput(n_titles: int, n_articles: int, batch: int) -> None:
             lambda: model.encode(texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False)
         )
         results["SentenceTransformer.encode"].append((wall, cpu))
-    print(f"max |difference| of the vectors: {np.abs(ours - theirs).max():.2e}")
-    print("| encoder | docs/s (wall, best of 2) | CPU s (best of 2) | docs per CPU s |")
-    print("|---|---|---|---|")
+    show(f"max |difference| of the vectors: {np.abs(ours - theirs).max():.2e}")
+    show("| encoder | docs/s (wall, best of 2) | CPU s (best of 2) | docs per CPU s |")
+    show("|---|---|---|---|")
+    figures: dict = {"texts": len(texts), "batch": batch}
     for name, runs in results.items():
         wall, cpu = min(r[0] for r in runs), min(r[1] for r in runs)
-        print(f"| {name} | {len(texts) / wall:.1f} | {cpu:.1f} | {len(texts) / cpu:.1f} |")
+        show(f"| {name} | {len(texts) / wall:.1f} | {cpu:.1f} | {len(texts) / cpu:.1f} |")
+        figures[name] = {"docs_per_s": len(texts) / wall, "cpu_s": cpu}
     ratio = min(r[1] for r in results["SentenceTransformer.encode"]) / min(r[1] for r in results["stage encode_texts"])
-    print(f"CPU time ratio encode / stage: {ratio:.2f} (above 1: the stage is faster); peak RSS {peak_mb():.0f} MB")
+    show(f"CPU time ratio encode / stage: {ratio:.2f} (above 1: the stage is faster); peak RSS {peak_mb():.0f} MB")
+    return {**figures, "cpu_ratio": ratio, "peak_rss_mb": peak_mb()}
 
 
 def latencies(index, queries: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
@@ -104,26 +106,31 @@ def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
     return float(np.mean([len(set(f) & set(t)) / len(t) for f, t in zip(found, truth, strict=True)]))
 
 
-def latency(sizes: list[int], hnsw_sizes: list[int], n_queries: int, faiss_path: str | None) -> None:
+def latency(sizes: list[int], hnsw_sizes: list[int], n_queries: int, faiss_path: str | None) -> list[dict]:
     import torch
 
     from tasks.embed.index import ExactIndex, HnswConfig, HnswIndex, Vectors
 
-    print(f"\n## latency: generated 384-d unit vectors, {n_queries} single queries, {torch.get_num_threads()} threads")
-    print("| vectors | search | build s | p50 ms | p95 ms | recall@10 vs exact | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|")
+    show(f"\n## latency: generated 384-d unit vectors, {n_queries} single queries, {torch.get_num_threads()} threads")
+    show("| vectors | search | build s | p50 ms | p95 ms | recall@10 vs exact | peak RSS MB |")
+    show("|---|---|---|---|---|---|---|")
+    rows = []
     for n in sizes:
         matrix = unit_rows(n)
         queries = unit_rows(n_queries, seed=1)
         exact = ExactIndex(Vectors([str(i) for i in range(n)], matrix, "generated"))
         times, truth = latencies(exact, queries)
         p50, p95 = np.percentile(times, 50), np.percentile(times, 95)
-        print(f"| {n:,} | exact | - | {p50:.1f} | {p95:.1f} | 1 | {peak_mb():.0f} |")
+        show(f"| {n:,} | exact | - | {p50:.1f} | {p95:.1f} | 1 | {peak_mb():.0f} |")
+        rows.append({"vectors": n, "search": "exact", "p50_ms": p50, "p95_ms": p95})
         if n in hnsw_sizes:
             index, build_s, _ = timed(HnswIndex.build, matrix, HnswConfig())
             times, found = latencies(index, queries)
             p50, p95, r = np.percentile(times, 50), np.percentile(times, 95), recall_at(found, truth)
-            print(f"| {n:,} | usearch HNSW | {build_s:.0f} | {p50:.2f} | {p95:.2f} | {r:.3f} | {peak_mb():.0f} |")
+            show(f"| {n:,} | usearch HNSW | {build_s:.0f} | {p50:.2f} | {p95:.2f} | {r:.3f} | {peak_mb():.0f} |")
+            rows.append(
+                {"vectors": n, "search": "usearch", "build_s": build_s, "p50_ms": p50, "p95_ms": p95, "recall": r}
+            )
             del index
         if faiss_path and n in hnsw_sizes:
             sys.path.insert(0, faiss_path)
@@ -135,8 +142,12 @@ def latency(sizes: list[int], hnsw_sizes: list[int], n_queries: int, faiss_path:
             _, build_s, _ = timed(index.add, matrix)
             times, found = latencies(FaissSearch(index), queries)
             p50, p95, r = np.percentile(times, 50), np.percentile(times, 95), recall_at(found, truth)
-            print(f"| {n:,} | faiss HNSWFlat | {build_s:.0f} | {p50:.2f} | {p95:.2f} | {r:.3f} | {peak_mb():.0f} |")
+            show(f"| {n:,} | faiss HNSWFlat | {build_s:.0f} | {p50:.2f} | {p95:.2f} | {r:.3f} | {peak_mb():.0f} |")
+            rows.append(
+                {"vectors": n, "search": "faiss", "build_s": build_s, "p50_ms": p50, "p95_ms": p95, "recall": r}
+            )
         del matrix, exact
+    return rows
 
 
 class FaissSearch:
@@ -147,28 +158,30 @@ class FaissSearch:
         return self.index.search(queries, k)
 
 
-def recall_real(n_docs: int, n_queries: int) -> None:
+def recall_real(n_docs: int, n_queries: int) -> dict:
     from models.encoders import minilm_path
     from tasks.embed.index import ExactIndex, HnswConfig, HnswIndex, Vectors
     from tasks.embed.vectors import encode_texts, load_encoder
     from tasks.evaluate.data import load_stackoverflow
 
-    texts = list(dict.fromkeys(load_stackoverflow(SHARED / "stackoverflow" / "train.tsv").texts))
+    texts = list(dict.fromkeys(load_stackoverflow(STACKOVERFLOW).texts))
     docs, queries = texts[:n_docs], texts[-n_queries:]
     model = load_encoder(str(minilm_path()))
     vectors, wall, cpu = timed(encode_texts, model, docs + queries, 64)
     matrix, q = vectors[:n_docs], vectors[n_docs:]
-    print(
+    show(
         f"\n## recall on real vectors: {n_docs} StackOverflow titles (MiniLM, {wall:.0f} s to embed), "
         f"{n_queries} held-out titles as queries"
     )
     _, truth = latencies(ExactIndex(Vectors([str(i) for i in range(n_docs)], matrix, "minilm")), q)
     index, build_s, _ = timed(HnswIndex.build, matrix, HnswConfig())
     times, found = latencies(index, q)
-    print(
-        f"usearch HNSW: build {build_s:.1f} s, p50 {np.percentile(times, 50):.2f} ms, "
-        f"p95 {np.percentile(times, 95):.2f} ms, recall@10 {recall_at(found, truth):.3f}; peak RSS {peak_mb():.0f} MB"
+    p50, p95, r = np.percentile(times, 50), np.percentile(times, 95), recall_at(found, truth)
+    show(
+        f"usearch HNSW: build {build_s:.1f} s, p50 {p50:.2f} ms, p95 {p95:.2f} ms, recall@10 {r:.3f}; "
+        f"peak RSS {peak_mb():.0f} MB"
     )
+    return {"documents": n_docs, "queries": n_queries, "build_s": build_s, "p50_ms": p50, "p95_ms": p95, "recall": r}
 
 
 PYTHON_DOCS = Path("/usr/share/doc/python3-doc/html/_sources")
@@ -220,7 +233,7 @@ def real_sentences(n_queries: int) -> tuple[list[str], list[str]]:
     """(documents, queries): every distinct sentence, in a seeded order; the last `n_queries` are held out."""
     from tasks.evaluate.data import load_stackoverflow
 
-    titles = load_stackoverflow(SHARED / "stackoverflow" / "train.tsv").texts
+    titles = load_stackoverflow(STACKOVERFLOW).texts
     texts = sorted(set(titles) | set(python_doc_sentences()) | set(man_sentences()))
     np.random.default_rng(0).shuffle(texts)
     return texts[:-n_queries], texts[-n_queries:]
@@ -257,7 +270,7 @@ def jittered(matrix: np.ndarray, n: int, sigma: float = 0.02, seed: int = 0) -> 
     return np.concatenate([matrix, extra.astype(np.float32)])
 
 
-def scale(sizes: list[int], n_queries: int, efs: list[int], cache: Path, build_threads: int) -> None:
+def scale(sizes: list[int], n_queries: int, efs: list[int], cache: Path, build_threads: int) -> list[dict]:
     import torch
 
     from tasks.embed.index import ExactIndex, HnswConfig, HnswIndex, Vectors
@@ -267,20 +280,22 @@ def scale(sizes: list[int], n_queries: int, efs: list[int], cache: Path, build_t
     real = cached_vectors(docs, cache)
     queries = cached_vectors(held_out, cache)
     torch.set_num_threads(1)  # one query at a time, as `gur search` serves them
-    print(
+    show(
         f"\n## scale: {len(real):,} real sentence vectors (MiniLM; StackOverflow titles, Python docs, man pages), "
         f"{len(queries)} held-out sentences as queries; HNSW M={HnswConfig().connectivity}, "
         f"efConstruction={HnswConfig().expansion_add}, built with {build_threads} thread(s)"
     )
-    print("| vectors | rows | search | build s | ef | p50 ms | p95 ms | recall@10 vs exact | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    show("| vectors | rows | search | build s | ef | p50 ms | p95 ms | recall@10 vs exact | peak RSS MB |")
+    show("|---|---|---|---|---|---|---|---|---|")
+    figures = []
     for n in sizes:
         matrix = real[:n] if n <= len(real) else jittered(real, n)
         rows = "real" if n <= len(real) else f"{len(real):,} real + jittered copies"
         exact = ExactIndex(Vectors([str(i) for i in range(n)], matrix, "minilm"))
         times, truth = latencies(exact, queries)
         p50, p95 = np.percentile(times, 50), np.percentile(times, 95)
-        print(f"| {n:,} | {rows} | exact | - | - | {p50:.1f} | {p95:.1f} | 1 | {peak_mb():.0f} |", flush=True)
+        show(f"| {n:,} | {rows} | exact | - | - | {p50:.1f} | {p95:.1f} | 1 | {peak_mb():.0f} |")
+        figures.append({"vectors": n, "rows": rows, "search": "exact", "p50_ms": p50, "p95_ms": p95})
         started = time.perf_counter()
         index = HnswIndex.build(matrix, HnswConfig(), build_threads)
         build_s = time.perf_counter() - started
@@ -288,16 +303,18 @@ def scale(sizes: list[int], n_queries: int, efs: list[int], cache: Path, build_t
             index.index.expansion_search = ef
             times, found = latencies(index, queries)
             p50, p95, r = np.percentile(times, 50), np.percentile(times, 95), recall_at(found, truth)
-            print(
+            show(
                 f"| {n:,} | {rows} | usearch HNSW | {build_s:.0f} | {ef} | {p50:.2f} | {p95:.2f} | {r:.3f} | "
                 f"{peak_mb():.0f} |",
-                flush=True,
             )
+            usearch = dict(search="usearch", ef=ef, build_s=build_s, p50_ms=p50, p95_ms=p95, recall=r)
+            figures.append({"vectors": n, "rows": rows, **usearch})
         del index, exact, matrix
+    return figures
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("--parts", nargs="+", default=["throughput", "recall", "latency"])
     parser.add_argument("--titles", type=int, default=2000)
     parser.add_argument("--articles", type=int, default=100)
@@ -314,15 +331,17 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    print(f"torch {torch.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    show(f"torch {torch.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    figures = {}
     if "throughput" in args.parts:
-        throughput(args.titles, args.articles, args.batch)
+        figures["throughput"] = throughput(args.titles, args.articles, args.batch)
     if "recall" in args.parts:
-        recall_real(args.real_docs, args.queries)
+        figures["recall"] = recall_real(args.real_docs, args.queries)
     if "scale" in args.parts:
-        scale(args.scale_sizes, args.queries, args.efs, Path(args.cache), args.build_threads)
+        figures["scale"] = scale(args.scale_sizes, args.queries, args.efs, Path(args.cache), args.build_threads)
     if "latency" in args.parts:
-        latency(sorted(args.sizes), args.hnsw_sizes, args.queries, args.faiss)
+        figures["latency"] = latency(sorted(args.sizes), args.hnsw_sizes, args.queries, args.faiss)
+    harness.record(args, f"Embedding and search: {', '.join(args.parts)}", show.lines, figures)
     return 0
 
 

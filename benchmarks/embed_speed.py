@@ -23,19 +23,15 @@ on the machine inflates every CPU figure.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
 import shutil
-import sys
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 VARIANTS = {  # name: (precision, worker processes (0: the stage's choice), batch)
     "today": ("float32", 1, 64),
@@ -94,9 +90,8 @@ def top10(queries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir_help="the scratch root's folder (its `root/` is emptied first)")
     parser.add_argument("--documents", required=True, type=Path, help="an ingest output folder")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/embed-speed"))
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--variants", default=DEFAULT_VARIANTS, help="comma-separated: " + ", ".join(VARIANTS))
     parser.add_argument("--queries", type=int, default=200)
@@ -113,13 +108,14 @@ def main() -> None:
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or variants[0] != "today":
         parser.error(f"--variants: {unknown or 'today (the reference) must come first'}; known: {', '.join(VARIANTS)}")
-    if args.workdir.exists():
-        shutil.rmtree(args.workdir)
-    root, documents = scratch_root(args.documents, args.workdir)
+    work = harness.workdir(args)
+    shutil.rmtree(work / "root", ignore_errors=True)
+    root, documents = scratch_root(args.documents, work)
     chosen = choose_model(root, args.model)
     rows = json.loads((args.documents / "_manifest.json").read_text())["rows"]["documents"]
     shards = len(list(args.documents.glob("part-*.parquet")))
-    print(
+    show = harness.Lines()
+    show(
         f"## embed speed: {rows} documents in {shards} shards, {chosen.spec}, {os.cpu_count()} cores, "
         f"{torch.get_num_threads()} torch threads, native bfloat16: {native_bf16()}"
     )
@@ -127,9 +123,11 @@ def main() -> None:
     queries = encode_texts(load_encoder(chosen.path), queries_text, 64)  # float32, as gur search embeds them
     results: dict[str, dict[str, float]] = {}
     reference = None
-    print("| variant | precision | batch | processes | wall s | CPU s | docs/s | docs per CPU s | x today | "
-          "top-10 overlap | identical top-10 |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    show(
+        "| variant | precision | batch | processes | wall s | CPU s | docs/s | docs per CPU s | x today | "
+        "top-10 overlap | identical top-10 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    )
     for name in variants:
         precision, workers, batch = VARIANTS[name]
         config = EmbedConfig(chosen.fingerprint, chosen.path, batch_size=batch, precision=precision)
@@ -146,15 +144,22 @@ def main() -> None:
         overlap = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, reference, strict=True)]))
         identical = float(np.mean([np.array_equal(a, b) for a, b in zip(found, reference, strict=True)]))
         per_cpu = rows / cpu
-        results[name] = {"wall_s": wall, "cpu_s": cpu, "docs_per_cpu_s": per_cpu, "overlap": overlap}
+        results[name] = {
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "docs_per_cpu_s": per_cpu,
+            "overlap": overlap,
+            "identical": identical,
+        }
         speedup = per_cpu / results["today"]["docs_per_cpu_s"]
         processes = "1" if workers == 1 else f"auto ({manifest['shard_work']['computed']} shards)"
-        print(
+        show(
             f"| {name} | {precision} | {batch} | {processes} | {wall:.0f} | {cpu:.0f} | {rows / wall:.1f} | "
-            f"{per_cpu:.1f} | {speedup:.2f} | {overlap:.4f} | {identical:.3f} |",
-            flush=True,
+            f"{per_cpu:.1f} | {speedup:.2f} | {overlap:.4f} | {identical:.3f} |"
         )
-    print(f"{len(queries_text)} queries (section titles, seed {args.seed}), top-10 against today's")
+    show(f"{len(queries_text)} queries (section titles, seed {args.seed}), top-10 against today's")
+    title = f"The embed stage's variants on {rows:,} documents ({chosen.spec})"
+    harness.record(args, title, show.lines, {"documents": rows, "queries": len(queries_text), "variants": results})
 
 
 if __name__ == "__main__":

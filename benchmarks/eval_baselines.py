@@ -12,24 +12,19 @@ the `metrics` rows land in the data root's catalog.
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import harness
 
-from flows.evaluate import STACKOVERFLOW, evaluate  # noqa: E402
+from flows.evaluate import evaluate
+from flows.parameters import STACKOVERFLOW
 
 MODELS = ["bm25", "minilm", "untrained", "glove", "word2vec", f"word2vec:{STACKOVERFLOW}#title"]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("--root", default=None, help="data root (default: $GUR_HOME or ./data)")
     parser.add_argument("--question-queries", type=int, default=0, help="sampled StackOverflow queries (0: all)")
     parser.add_argument("--only-stackoverflow", action="store_true", help="skip STS, Lee-50 and the demo set")
@@ -45,9 +40,29 @@ def main() -> int:
         question_queries=args.question_queries,
         root=args.root,
     )
-    print(Path(result["report"]).read_text(encoding="utf-8"))
+    show = harness.Lines()
+    show(Path(result["report"]).read_text(encoding="utf-8"))
     print(f"report: {result['report']}  ({time.monotonic() - started:.0f} s)")
+    queries = f"{args.question_queries:,} sampled" if args.question_queries else "all"
+    sets = "StackOverflow only" if only else "every set"
+    harness.record(
+        args, f"Every baseline on {sets} ({queries} StackOverflow queries)", show.lines, figures(result, args.root)
+    )
     return 0
+
+
+def figures(result: dict, root: str | None) -> dict:
+    """The metrics rows the run wrote: {model: {dataset/task/metric@k: value}}."""
+    import pyarrow.parquet as pq
+
+    from storage.layout import data_root
+    from storage.stage_output import ref_dir
+
+    rows = pq.read_table(ref_dir(data_root(root), result["metrics"])).to_pylist()
+    table: dict[str, dict[str, float | None]] = {}
+    for r in rows:
+        table.setdefault(r["model"], {})[f"{r['dataset']}/{r['task']}/{r['metric']}@{r['k']}"] = r["value"]
+    return {"metrics": table}
 
 
 if __name__ == "__main__":

@@ -18,20 +18,14 @@ STS-B train and Lee-50 Spearman (the general-similarity guards) side by side.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import re
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import harness
+from harness import shared_data
+
 PYTHON_DOCS = Path("/usr/share/doc/python3-doc/html/_sources")
 ADORNMENT = set("=-~^\"*+#:.'`_")
 SUITES = ("labelled P@1", "title MRR@10", "ICT MRR@10")
@@ -193,16 +187,12 @@ def markdown(table: dict, decisions: dict, columns: list[str], start: str) -> st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir_help="keeps the corpus, the splits and the trained runs")
     parser.add_argument("--docs", default=str(PYTHON_DOCS), help="reST sources (apt-get install python3-doc)")
     parser.add_argument("--share", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", default="", help="keeps the corpus, the splits and the trained runs")
-    parser.add_argument(
-        "--stackoverflow", default=str(REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv")
-    )
-    parser.add_argument("--stsb", default=str(REPO.parent / "shared" / "data" / "stsb" / "stsb-en-train.csv"))
-    parser.add_argument("--out", default="", help="write the figures as JSON here")
+    parser.add_argument("--stackoverflow", default=str(shared_data("stackoverflow", "train.tsv")))
+    parser.add_argument("--stsb", default=str(shared_data("stsb", "stsb-en-train.csv")))
     args = parser.parse_args()
 
     from flows.mine_keywords import mine_keywords
@@ -211,16 +201,16 @@ def main() -> None:
     from storage.stage_output import ref_dir
     from tasks.nightly.holdout import HoldoutConfig, split_corpus
 
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="gate-ladder-"))
+    work, show = harness.workdir(args), harness.Lines()
     root, corpus = work / "data", work / "corpus"
     started = time.time()
     counts = docs_corpus(Path(args.docs), corpus)
-    print(f"corpus: {counts['sections']} sections in {counts['files']} files ({corpus})", flush=True)
+    show(f"corpus: {counts['sections']} sections in {counts['files']} files")
     fields = {"text_field": "text", "title_field": "title", "share": args.share, "seed": args.seed}
     labelled = split_corpus(corpus, HoldoutConfig(label_field="page", **fields), root)
     free = split_corpus(corpus, HoldoutConfig(label_field="", **fields), root)
     assert labelled.kind == "labelled" and free.kind == "label-free"
-    print(f"held out: {labelled.counts['holdout']} sections; training on {labelled.counts['train']}", flush=True)
+    show(f"held out: {labelled.counts['holdout']} sections; training on {labelled.counts['train']}")
 
     minilm = str(minilm_path())
     kw = mine_keywords(input_path=str(labelled.train), text_field="text", title_field="title", root=str(root))
@@ -265,26 +255,25 @@ def main() -> None:
     table = score(models, suites, extra)
     decisions = gate_decisions(table, "MiniLM (start)", list(SUITES))
     columns = [*SUITES, *extra]
-    print(f"\n{markdown(table, decisions, columns, 'MiniLM (start)')}\n")
+    show(markdown(table, decisions, columns, "MiniLM (start)"))
     for name in SUITES:
-        print(f"{name} ordering: " + " > ".join(ordering(table, name)))
+        show(f"{name} ordering: " + " > ".join(ordering(table, name)))
     taus = {f"{a} vs {b}": kendall_tau(table, a, b) for a, b in ((SUITES[0], SUITES[1]), (SUITES[0], SUITES[2]))}
     if "STS-B train rho" in extra:
         taus["STS-B train rho vs Lee-50 rho"] = kendall_tau(table, "STS-B train rho", "Lee-50 rho")
     for name, tau in taus.items():
-        print(f"Kendall tau, {name}: {tau:+.3f}")
+        show(f"Kendall tau, {name}: {tau:+.3f}")
     agree = sum(d[SUITES[0]] == d[SUITES[1]] for d in decisions.values())
-    print(f"gate decisions against MiniLM: labelled and label-free agree on {agree} of {len(decisions)} models")
-    print(f"{time.time() - started:.0f} s wall, {train_s:.0f} s of it training (2-core VM; work: {work})")
-    if args.out:
-        figures = {
-            "corpus": counts,
-            "held_out": labelled.counts["holdout"],
-            "table": {m: {k: _value(v) for k, v in row.items()} for m, row in table.items()},
-            "decisions": decisions,
-            "tau": taus,
-        }
-        Path(args.out).write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    show(f"gate decisions against MiniLM: labelled and label-free agree on {agree} of {len(decisions)} models")
+    show(f"{time.time() - started:.0f} s wall, {train_s:.0f} s of it training")
+    figures = {
+        "corpus": counts,
+        "held_out": labelled.counts["holdout"],
+        "table": {m: {k: _value(v) for k, v in row.items()} for m, row in table.items()},
+        "decisions": decisions,
+        "tau": taus,
+    }
+    harness.record(args, f"The gate ladder on {counts['sections']:,} documentation sections", show.lines, figures)
 
 
 if __name__ == "__main__":

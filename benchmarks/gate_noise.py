@@ -19,20 +19,14 @@ warm-starts MiniLM as a night does (slower).
 
 from __future__ import annotations
 
-import argparse
 import csv
-import os
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-STACKOVERFLOW = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+import harness
+from harness import shared_data
+
+STACKOVERFLOW = shared_data("stackoverflow", "train.tsv")
 
 
 def train_one(keywords: Path, init: str, steps: int, seed: int, lr: float | None, out: Path) -> Path:
@@ -59,13 +53,12 @@ def per_query_p1(export: Path, suite: Path):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir_help="keeps the split, the keywords and the trained runs")
     parser.add_argument("--titles", type=int, default=1200)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--candidates", type=int, default=10)
     parser.add_argument("--init", choices=("tiny", "minilm"), default="tiny")
     parser.add_argument("--share", type=float, default=0.2)
-    parser.add_argument("--workdir", default="")
     args = parser.parse_args()
 
     import torch
@@ -76,8 +69,7 @@ def main() -> None:
     from tasks.nightly.holdout import HoldoutConfig, split_corpus
     from tasks.nightly.significance import paired_test
 
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="gate-noise-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work, show = harness.workdir(args), harness.Lines()
     root = work / "data"
     with open(STACKOVERFLOW, encoding="utf-8", newline="") as f:
         rows = [r for _, r in zip(range(args.titles), csv.DictReader(f, delimiter="\t"), strict=False)]
@@ -105,25 +97,28 @@ def main() -> None:
     }
     scores = {seed: per_query_p1(export, suite) for seed, export in exports.items()}
     champ_value, champ_queries = scores[0]
-    print(
-        f"\n{counts['train']} training titles, {counts['holdout']} held-out gate titles; init {args.init}, "
+    show(
+        f"{counts['train']} training titles, {counts['holdout']} held-out gate titles; init {args.init}, "
         f"{args.steps} steps; champion = seed 0, P@1 {champ_value:.4f}; {time.time() - started:.0f} s of training "
-        "and evaluation\n"
+        "and evaluation"
     )
-    print("| candidate seed | P@1 | gain | 95% interval | p | today's gate | new gate |")
-    print("|---|---|---|---|---|---|---|")
+    show(
+        "| candidate seed | P@1 | gain | 95% interval | p | today's gate | new gate |", "|---|---|---|---|---|---|---|"
+    )
     old = new = 0
+    candidates = {}
     for seed in range(1, args.candidates + 1):
         value, queries = scores[seed]
         test = paired_test(queries, champ_queries, 0.95)
         promote_old = value >= champ_value + 0.0
         promote_new = gate({"p": value}, {"p": champ_value}, "p", 0.0, {}, test).promote
         old, new = old + promote_old, new + promote_new
-        print(
+        candidates[seed] = {"p1": value, "gain": test.gain, "p": test.p_value, "old": promote_old, "new": promote_new}
+        show(
             f"| {seed} | {value:.4f} | {test.gain:+.4f} | [{test.low:+.4f}, {test.high:+.4f}] | {test.p_value:.3f} "
             f"| {'promoted' if promote_old else 'refused'} | {'promoted' if promote_new else 'refused'} |"
         )
-    print(f"\npromoted: today's gate {old} of {args.candidates}, new gate {new} of {args.candidates}")
+    show(f"promoted: today's gate {old} of {args.candidates}, new gate {new} of {args.candidates}")
     # The count above depends on where seed 0 falls among the seeds; every ordered pair of the runs
     # (each as champion, each other as candidate) gives a rate that does not.
     pairs = [(c, h) for c in scores for h in scores if c != h]
@@ -132,7 +127,11 @@ def main() -> None:
         gate({"p": scores[c][0]}, {"p": scores[h][0]}, "p", 0.0, {}, paired_test(scores[c][1], scores[h][1])).promote
         for c, h in pairs
     )
-    print(f"every ordered pair of the {len(scores)} runs: today's gate {old_all} of {len(pairs)}, new gate {new_all}")
+    show(f"every ordered pair of the {len(scores)} runs: today's gate {old_all} of {len(pairs)}, new gate {new_all}")
+    figures = {"champion_p1": champ_value, "candidates": candidates, "promoted": {"old": old, "new": new}}
+    figures["every_pair"] = {"pairs": len(pairs), "old": old_all, "new": new_all}
+    title = f"The gate on seed-only candidates ({args.candidates}, init {args.init}, {args.steps} steps)"
+    harness.record(args, title, show.lines, figures)
 
 
 if __name__ == "__main__":

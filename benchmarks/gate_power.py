@@ -15,13 +15,10 @@ standard deviation of d, and the half-width of the 95% interval that a suite of 
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
+import harness
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def night_gains(root: Path) -> tuple[np.ndarray, dict]:
@@ -54,7 +51,7 @@ def night_gains(root: Path) -> tuple[np.ndarray, dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("--root", type=Path, required=True, help="a data root that ran a night")
     parser.add_argument("--sizes", default="50,100,250,500,1000,2000")
     parser.add_argument("--gains", default="0,0.02,0.03,0.05")
@@ -69,18 +66,20 @@ def main() -> None:
     sizes = [int(x) for x in args.sizes.split(",")]
     gains = [float(x) for x in args.gains.split(",")]
     sd = float(d.std(ddof=1))
-    print(
+    show = harness.Lines()
+    show(
         f"## gate power: {row['primary_metric']} of {row['candidate']} against {row['champion']}: {len(d)} queries, "
         f"gain {d.mean():+.4f}, sd of the per-query gain {sd:.3f}; {args.trials} suites per cell"
     )
-    print(
+    show(
         "| queries | 95% half-width (1.96 sd / sqrt n) | "
         + " | ".join(f"P(promote), gain {g:+.2f}" for g in gains)
-        + " |"
+        + " |",
+        "|---|---|" + "---|" * len(gains),
     )
-    print("|---|---|" + "---|" * len(gains))
     rng = np.random.default_rng(args.seed)
     centred = d - d.mean()
+    power: dict[int, dict[float, float]] = {}
     for n in sizes:
         cells = []
         for g in gains:
@@ -90,7 +89,10 @@ def main() -> None:
                 test = paired_test(sample, np.zeros(n), 0.95, args.resamples, int(rng.integers(1 << 31)))
                 promoted += test.low > 0
             cells.append(f"{promoted / args.trials:.2f}")
-        print(f"| {n:,} | {1.96 * sd / np.sqrt(n):.4f} | " + " | ".join(cells) + " |", flush=True)
+            power.setdefault(n, {})[g] = promoted / args.trials
+        show(f"| {n:,} | {1.96 * sd / np.sqrt(n):.4f} | " + " | ".join(cells) + " |")
+    figures = {"metric": row["primary_metric"], "queries": len(d), "gain": float(d.mean()), "sd": sd, "power": power}
+    harness.record(args, f"The gate's power against suite size ({row['primary_metric']})", show.lines, figures)
 
 
 if __name__ == "__main__":

@@ -156,9 +156,14 @@ def write_entry(
     lines += ["", "## What was learnt", "", LEARNT, ""]
     path.write_text("\n".join(lines), encoding="utf-8")
     if data is not None:
-        path.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+        path.with_suffix(".json").write_text(json.dumps(data, indent=1, default=plain) + "\n", encoding="utf-8")
     regenerate_index(path.parent)
     return path
+
+
+def plain(value: Any) -> Any:
+    """A figure JSON cannot hold as it is: a numpy scalar or array as its Python value, anything else as text."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
 
 
 def figures_markdown(figures: str | Iterable[str]) -> str:
