@@ -18,12 +18,14 @@ import argparse
 import csv
 import math
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+import harness
+from harness import shared_data
+
+show = harness.Lines()  # the figures each part prints, for the entry
 
 
 def synthetic_corpus(
@@ -116,14 +118,16 @@ def read_stackoverflow(path: Path) -> tuple[list[str], list[str]]:
     return [r["title"] for r in rows], [r["tag"] for r in rows]
 
 
-def bench_synthetic(args: argparse.Namespace) -> None:
+def bench_synthetic(args: argparse.Namespace) -> dict:
     from tasks.keywords.coherence import normalized_mutual_info
     from tasks.keywords.gsdmm import MovieGroupProcess
 
     docs, truth = synthetic_corpus(args.docs, args.vocab, args.topics, args.length, seed=0)
     used = len({w for d in docs for w in d})
-    print(f"synthetic: {len(docs)} texts x {args.length} words, vocabulary {args.vocab} ({used} used), ", end="")
-    print(f"{args.topics} topics; K={args.k}, {args.iters} iterations, alpha=beta=0.1")
+    show(
+        f"synthetic: {len(docs)} texts x {args.length} words, vocabulary {args.vocab} ({used} used), "
+        f"{args.topics} topics; K={args.k}, {args.iters} iterations, alpha=beta=0.1"
+    )
 
     def fit(backend: str, repeated: bool = False):
         model = MovieGroupProcess(K=args.k, n_iters=args.iters, random_state=0, backend=backend,
@@ -137,19 +141,25 @@ def bench_synthetic(args: argparse.Namespace) -> None:
     numba_eq4_s, _ = timed(lambda: fit("numba", repeated=True), args.repeats)
     numpy_s, labels_np = timed(lambda: fit("numpy"), 1)
     cache = "cache load" if args.numba_cache else "cold compile"
-    print(f"  numba compile ({cache}, once per process): {compile_s:.2f} s")
-    print(f"  numba fit, best of {args.repeats}:   {numba_s:.3f} s   (Eq. 4 option: {numba_eq4_s:.3f} s)")
-    print(f"  numpy fit:                  {numpy_s:.3f} s   labels identical to numba: {labels_np == labels}")
-    print(f"  NMI vs generating topics:   {normalized_mutual_info(truth, labels):.3f}")
+    nmi = normalized_mutual_info(truth, labels)
+    show(f"  numba compile ({cache}, once per process): {compile_s:.2f} s")
+    show(f"  numba fit, best of {args.repeats}:   {numba_s:.3f} s   (Eq. 4 option: {numba_eq4_s:.3f} s)")
+    show(f"  numpy fit:                  {numpy_s:.3f} s   labels identical to numba: {labels_np == labels}")
+    show(f"  NMI vs generating topics:   {nmi:.3f}")
+    figures = {"compile_s": compile_s, "numba_s": numba_s, "numba_eq4_s": numba_eq4_s, "numpy_s": numpy_s, "nmi": nmi}
     if not args.skip_python:
         python_s, labels_py = timed(lambda: python_reference(docs, args.k, 0.1, 0.1, args.iters, 0), 1)
-        print(f"  plain-Python reference:     {python_s:.2f} s   labels identical to numba: {labels_py == labels}")
-        print(f"  speed-up numba vs Python:   {python_s / numba_s:.0f}x   numpy vs Python: {python_s / numpy_s:.1f}x")
-    print(f"  vs anchors: gsdmm package 19.5 s -> {19.5 / numba_s:.0f}x; authors' Java 0.18 s -> ", end="")
-    print(f"{0.18 / numba_s:.2f}x; goal <= 0.25 s: {'met' if numba_s <= 0.25 else 'NOT met'}")
+        show(f"  plain-Python reference:     {python_s:.2f} s   labels identical to numba: {labels_py == labels}")
+        show(f"  speed-up numba vs Python:   {python_s / numba_s:.0f}x   numpy vs Python: {python_s / numpy_s:.1f}x")
+        figures["python_s"] = python_s
+    show(
+        f"  vs anchors: gsdmm package 19.5 s -> {19.5 / numba_s:.0f}x; authors' Java 0.18 s -> "
+        f"{0.18 / numba_s:.2f}x; goal <= 0.25 s: {'met' if numba_s <= 0.25 else 'NOT met'}"
+    )
+    return figures
 
 
-def bench_stackoverflow(args: argparse.Namespace) -> None:
+def bench_stackoverflow(args: argparse.Namespace) -> dict:
     from tasks.keywords.coherence import normalized_mutual_info
     from tasks.keywords.filter import tokenize
     from tasks.keywords.gsdmm import MovieGroupProcess
@@ -160,8 +170,10 @@ def bench_stackoverflow(args: argparse.Namespace) -> None:
     tokenize_s = time.perf_counter() - t0
     vocab = len({w for d in docs for w in d})
     mean_len = sum(len(dict.fromkeys(d)) for d in docs) / len(docs)
-    print(f"\nStackOverflow: {len(titles)} titles, V={vocab}, {mean_len:.2f} distinct tokens/title, ", end="")
-    print(f"tokenized in {tokenize_s:.2f} s (first call includes loading gensim's stopword list)")
+    show(
+        f"StackOverflow: {len(titles)} titles, V={vocab}, {mean_len:.2f} distinct tokens/title, "
+        f"tokenized in {tokenize_s:.2f} s (first call includes loading gensim's stopword list)"
+    )
 
     def fit() -> MovieGroupProcess:
         model = MovieGroupProcess(K=30, n_iters=30, random_state=0)
@@ -171,11 +183,14 @@ def bench_stackoverflow(args: argparse.Namespace) -> None:
     fit_s, model = timed(fit, args.repeats)
     populated = sum(m > 0 for m in model.cluster_doc_count)
     nmi = normalized_mutual_info(tags, model.labels_.tolist())
-    print(f"  K=30, 30 iterations, numba, best of {args.repeats}: {fit_s:.3f} s ", end="")
-    print(f"(goal < 2 s: {'met' if fit_s < 2 else 'NOT met'}); populated {populated}; NMI vs tags {nmi:.3f}")
+    show(
+        f"  K=30, 30 iterations, numba, best of {args.repeats}: {fit_s:.3f} s "
+        f"(goal < 2 s: {'met' if fit_s < 2 else 'NOT met'}); populated {populated}; NMI vs tags {nmi:.3f}"
+    )
+    return {"titles": len(titles), "vocabulary": vocab, "tokenize_s": tokenize_s, "fit_s": fit_s, "nmi": nmi}
 
 
-def so_report(args: argparse.Namespace) -> None:
+def so_report(args: argparse.Namespace) -> dict:
     import numpy as np
     import pyarrow as pa
 
@@ -191,20 +206,21 @@ def so_report(args: argparse.Namespace) -> None:
     rows = sweep_k(docs, None, ks, seeds, n_iters=30)
     sweep_s = time.perf_counter() - t0
     summary, best_k = summarize_sweep(rows, "npmi")
-    print(f"\nK sweep on StackOverflow ({len(ks)} K x {len(seeds)} seeds, 30 iterations, {sweep_s:.1f} s):")
-    print("     K  populated(min-max)   NPMI mean+-sd          UMass mean   C_V mean   NMI vs tags (mean, min-max)")
+    show(f"K sweep on StackOverflow ({len(ks)} K x {len(seeds)} seeds, 30 iterations, {sweep_s:.1f} s):")
+    show("     K  populated(min-max)   NPMI mean+-sd          UMass mean   C_V mean   NMI vs tags (mean, min-max)")
     for entry in summary:
         k = entry["k"]
         nmis = []
         for seed in seeds:
             model = MovieGroupProcess(K=k, n_iters=30, random_state=seed)
             nmis.append(normalized_mutual_info(tags, model.fit(docs)))
-        print(
+        entry["nmi_mean"] = float(np.mean(nmis))
+        show(
             f"  {k:4d}  {entry['populated_mean']:5.1f} ({entry['populated_min']:.0f}-{entry['populated_max']:.0f})"
             f"       {entry['npmi_mean']:+.4f} +- {entry['npmi_std']:.4f}     {entry['umass_mean']:7.3f}"
             f"     {entry['c_v_mean']:.4f}     {np.mean(nmis):.3f} ({min(nmis):.3f}-{max(nmis):.3f})"
         )
-    print(f"  best K by mean NPMI: {best_k}")
+    show(f"  best K by mean NPMI: {best_k}")
     if args.plot:
         print(f"  plot: {plot_sweep(rows, args.plot)}")
 
@@ -217,10 +233,10 @@ def so_report(args: argparse.Namespace) -> None:
         "default t_z=max(2, 0.1 m_z)": KeywordsConfig(k=30),
         f"default, swept K={best_k}": KeywordsConfig(k=best_k),
     }
-    print("\nGSDMM-Filter on the 16,000 titles (seed 0, 30 iterations; 'empty' = nothing passes the threshold,")
-    print("those rows get the lift fallback):")
-    print("  setting                        K  pop   NMI    kw/question  empty(before fallback)  exactly 1   >=2")
-    examples = []
+    show("GSDMM-Filter on the 16,000 titles (seed 0, 30 iterations; 'empty' = nothing passes the threshold,")
+    show("those rows get the lift fallback):")
+    show("  setting                        K  pop   NMI    kw/question  empty(before fallback)  exactly 1   >=2")
+    examples, filters = [], {}
     for name, config in configs.items():
         keywords, topics, stats, _ = mine_keywords_table(table, config)
         topic = keywords.column("topic").to_pylist()
@@ -228,20 +244,22 @@ def so_report(args: argparse.Namespace) -> None:
         n_kw = np.array([len(k) for k in keywords.column("keywords").to_pylist()])
         fallback = keywords.column("fallback").to_pylist()
         before = np.where(fallback, 0, n_kw)  # keywords that passed the threshold
-        print(
+        filters[name] = {"k": config.k, "nmi": nmi, "keywords_per_question": float(n_kw.mean()), **stats}
+        show(
             f"  {name:29s} {config.k:3d}  {stats['populated_topics']:3d}  {nmi:.3f}   {n_kw.mean():.2f}"
             f" ({before.mean():.2f} w/o fb)   {stats['threshold_empty'] / len(titles):6.1%}"
             f"               {np.mean(n_kw == 1):6.1%}   {np.mean(n_kw >= 2):5.1%}"
         )
         examples.append((name, keywords.slice(0, 8).to_pylist()))
     for name, rows in examples[:2]:
-        print(f"\n  examples ({name}):")
+        show(f"  examples ({name}):")
         for row in rows:
-            print(f"    {row['text']!r} -> {row['keywords']}{' (fallback)' if row['fallback'] else ''}")
+            show(f"    {row['text']!r} -> {row['keywords']}{' (fallback)' if row['fallback'] else ''}")
+    return {"sweep": summary, "best_k": best_k, "filters": filters}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("--docs", type=int, default=5000)
     parser.add_argument("--vocab", type=int, default=5000)
     parser.add_argument("--topics", type=int, default=30)
@@ -252,7 +270,7 @@ def main() -> None:
     parser.add_argument("--skip-python", action="store_true", help="skip the plain-Python reference")
     parser.add_argument("--numba-cache", action="store_true", help="reuse numba's on-disk cache")
     parser.add_argument(
-        "--stackoverflow", type=Path, default=REPO / "../shared/data/stackoverflow/train.tsv", help="train.tsv"
+        "--stackoverflow", type=Path, default=shared_data("stackoverflow", "train.tsv"), help="train.tsv"
     )
     parser.add_argument("--so-report", action="store_true", help="K sweep, NMI and keyword figures on StackOverflow")
     parser.add_argument("--ks", default="10,20,30,40,50")
@@ -261,14 +279,14 @@ def main() -> None:
     args = parser.parse_args()
     if not args.numba_cache:
         os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="numba-bench-")
-    sys.path.insert(0, str(REPO))
-    bench_synthetic(args)
+    figures = {"synthetic": bench_synthetic(args)}
     if args.stackoverflow.exists():
-        bench_stackoverflow(args)
+        figures["stackoverflow"] = bench_stackoverflow(args)
         if args.so_report:
-            so_report(args)
+            figures["report"] = so_report(args)
     else:
-        print(f"\n{args.stackoverflow} not found: StackOverflow figures skipped")
+        show(f"{args.stackoverflow} not found: StackOverflow figures skipped")
+    harness.record(args, "GSDMM's backends against the plain-Python sampler", show.lines, figures)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/gsdmm_warm.py [--start 0.8] [--nights 2] [--k 30]
 
-The 16,000 StackOverflow titles (`../shared/data`), shuffled with a seed: night 0 fits the first
+The 16,000 StackOverflow titles (the shared data), shuffled with a seed: night 0 fits the first
 `--start` share cold (30 sweeps); each later night adds an equal share of the rest and fits the
 grown corpus twice: cold (30 sweeps, as the stage does by default) and warm (`warm_iters` sweeps,
 each title seen before starting in its earlier topic). Per night: NMI of the topics against the
@@ -14,21 +14,17 @@ equally good cold fits differ anyway).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import random
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-SHARED = REPO.parent / "shared" / "data"
+import harness
+from harness import shared_data
 
 
 def titles(seed: int) -> list[tuple[str, str]]:
-    with open(SHARED / "stackoverflow" / "train.tsv", encoding="utf-8", newline="") as f:
+    with open(shared_data("stackoverflow", "train.tsv"), encoding="utf-8", newline="") as f:
         rows = [(r["title"], r["tag"]) for r in csv.DictReader(f, delimiter="\t")]
     random.Random(seed).shuffle(rows)
     return rows
@@ -73,7 +69,7 @@ def same_keywords(a, b) -> float:
 def main() -> None:
     from tasks.keywords.filter import KeywordsConfig
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("--start", type=float, default=0.8, help="share of the titles night 0 fits")
     parser.add_argument("--nights", type=int, default=2)
     parser.add_argument("--k", type=int, default=30)
@@ -86,11 +82,14 @@ def main() -> None:
     n = int(len(rows) * args.start)
     step = (len(rows) - n) // max(args.nights, 1)
     keywords, stats, cpu = fit(rows[:n], cold)
-    print(f"night 0: {n} titles, cold fit: NMI {nmi(keywords, [g for _, g in rows[:n]]):.3f}, {cpu:.1f} s CPU")
+    first = {"titles": n, "nmi": nmi(keywords, [g for _, g in rows[:n]]), "cpu_s": cpu}
+    show = harness.Lines()
+    show(f"night 0: {n} titles, cold fit: NMI {first['nmi']:.3f}, {cpu:.1f} s CPU")
     previous = keywords
     header = "| night | titles | fit | sweeps | fit CPU s | NMI | topics | same keywords as cold | moved first/last |"
     table = [header]
     table.append("|---|---|---|---|---|---|---|---|---|")
+    nights = [{"night": 0, "fit": "cold", **first}]
     for night in range(1, args.nights + 1):
         n = n + step if night < args.nights else len(rows)
         part, tags = rows[:n], [g for _, g in rows[:n]]
@@ -106,14 +105,18 @@ def main() -> None:
         }
         reference = results["cold"][0]
         for name, (kw, st, cpu) in results.items():
-            moved = st["moved_per_sweep"]
+            moved, same, score = st["moved_per_sweep"], same_keywords(kw, reference), nmi(kw, tags)
+            row = dict(night=night, titles=n, fit=name, sweeps=st["sweeps"], cpu_s=cpu, nmi=score, same_keywords=same)
+            nights.append({**row, "topics": st["populated_topics"]})
             table.append(
-                f"| {night} | {n} | {name} | {st['sweeps']} | {cpu:.1f} | {nmi(kw, tags):.3f} | "
-                f"{st['populated_topics']} | {same_keywords(kw, reference):.1%} | {moved[0]} / {moved[-1]} |"
+                f"| {night} | {n} | {name} | {st['sweeps']} | {cpu:.1f} | {score:.3f} | "
+                f"{st['populated_topics']} | {same:.1%} | {moved[0]} / {moved[-1]} |"
             )
         previous = results["warm"][0]
         print(f"night {night}: {n} titles done", flush=True)
-    print("\n".join(table))
+    show(*table)
+    title = f"GSDMM warm start on a grown corpus ({args.nights} nights, K={args.k})"
+    harness.record(args, title, show.lines, {"nights": nights})
 
 
 if __name__ == "__main__":

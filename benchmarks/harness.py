@@ -167,10 +167,18 @@ def plain(value: Any) -> Any:
 
 
 def figures_markdown(figures: str | Iterable[str]) -> str:
-    """Printed lines as markdown: a run of table rows stays one table, every other line is a paragraph."""
+    """Printed lines as markdown: a run of table rows stays one table, a fenced block stays as it is, every other
+    line is a paragraph."""
     lines = figures.splitlines() if isinstance(figures, str) else [str(x) for x in figures]
     blocks: list[list[str]] = []
+    fenced = False
     for line in (x.rstrip() for x in lines):
+        if fenced or line.startswith("```"):
+            if not fenced:
+                blocks.append([])
+            blocks[-1].append(line)
+            fenced = fenced != line.startswith("```")
+            continue
         if not line.strip():
             continue
         heading = re.match(r"^(#+) ", line)  # the script's own headings sit below `## Figures`

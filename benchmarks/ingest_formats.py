@@ -28,7 +28,6 @@ no `</li>`), whose reading must stay linear in its size.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -40,8 +39,8 @@ from collections import Counter
 from itertools import pairwise
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import harness
+
 HTML = Path("/usr/share/doc/python3-doc/html")
 WORD = re.compile(r"[^\W_]+")
 RECALL, ABSENT, SECTIONS = 0.95, 0.03, 0.10
@@ -259,7 +258,7 @@ def warc_throughput(pages: list[tuple[Path, Path]], megabytes: int) -> dict:
         path = Path(tmp) / "bench.warc"
         records = write_warc(path, pages, megabytes)
         size = path.stat().st_size
-        child = CHILD.format(repo=str(REPO), path=str(path))
+        child = CHILD.format(repo=str(harness.REPO), path=str(path))
         result = json.loads(
             subprocess.run([sys.executable, "-c", child], check=True, capture_output=True, text=True).stdout
         )
@@ -295,7 +294,7 @@ def open_items(items: int = 4000) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("--html", default=str(HTML), help="the Python docs' HTML (apt-get install python3-doc)")
     parser.add_argument("--pages", type=int, default=60, help="pages sampled (every n-th with a source)")
     parser.add_argument("--warc-mb", type=int, default=100, help="size of the synthetic WARC (0: skip)")
@@ -305,7 +304,10 @@ def main() -> None:
     report = {"quality": quality(pages), "speed": speed(pages), "open list items": open_items()}
     if args.warc_mb:
         report["warc"] = warc_throughput(pages, args.warc_mb)
-    print(json.dumps(report, indent=2))
+    text = json.dumps(report, indent=2)
+    print(text)
+    title = f"The HTML reader on {len(pages)} pages of the Python documentation"
+    harness.record(args, title, ["```json", text, "```"], report)
 
 
 if __name__ == "__main__":

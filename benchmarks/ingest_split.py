@@ -10,7 +10,6 @@ while the corpus grows 4x is what "independent of corpus size" means here.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -20,12 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import harness
 
-from storage.shards import finished_shards  # noqa: E402
-from tasks.ingest.documents import IngestConfig, ingest_corpus  # noqa: E402
-from tasks.ingest.readers import ReaderConfig, default_corpus  # noqa: E402
-from tasks.split.sentences import SplitConfig, split_all  # noqa: E402
+from storage.shards import finished_shards
+from tasks.ingest.documents import IngestConfig, ingest_corpus
+from tasks.ingest.readers import ReaderConfig, default_corpus
+from tasks.split.sentences import SplitConfig, split_all
 
 EN_WORDS = (
     "the of and to in a is that for it as was with be by on not he this are or his from at which but have an they "
@@ -72,7 +71,7 @@ def peak_mb(who: int) -> float:
     return resource.getrusage(who).ru_maxrss / 1024
 
 
-def measure(label: str, path: Path, workers: int) -> dict:
+def measure(label: str, path: Path, workers: int, show=print) -> dict:
     size_mb = path.stat().st_size / 1e6
     with tempfile.TemporaryDirectory(prefix="gur-bench-") as tmp:
         out = Path(tmp)
@@ -94,34 +93,35 @@ def measure(label: str, path: Path, workers: int) -> dict:
         "peak_main_MB": round(peak_mb(resource.RUSAGE_SELF)),
         "peak_worker_MB": round(peak_mb(resource.RUSAGE_CHILDREN)),
     }
-    print(json.dumps(row), flush=True)
+    show(json.dumps(row))
     return row
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__, workdir_help="keeps the generated corpora (without it each is deleted once read)")
     parser.add_argument("--sizes-mb", type=float, nargs="*", default=[50, 200], help="generated corpus sizes")
     parser.add_argument("--workers", type=int, default=os.cpu_count(), help="split processes (default: all cores)")
-    parser.add_argument("--keep", type=Path, default=None, help="folder to keep generated corpora in")
     args = parser.parse_args()
-    print(f"cores={os.cpu_count()} workers={args.workers} python={sys.version.split()[0]}")
+    show = harness.Lines()
+    show(f"cores={os.cpu_count()} workers={args.workers} python={sys.version.split()[0]}")
     # The bz2 dump is measured on its decompressed XML size, which is what the reader parses.
     demo = default_corpus()
     import bz2
 
     with bz2.open(demo) as f:
         xml_mb = sum(len(chunk) for chunk in iter(lambda: f.read(1 << 20), b"")) / 1e6
-    row = measure("demo (wikipedia sample, bz2)", demo, args.workers)
-    print(f"  demo decompressed XML: {xml_mb:.1f} MB -> {xml_mb / row['total_s']:.1f} MB/s of XML")
-    folder = args.keep or Path(tempfile.mkdtemp(prefix="gur-corpus-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    rows = [measure("demo (wikipedia sample, bz2)", demo, args.workers, show)]
+    show(f"  demo decompressed XML: {xml_mb:.1f} MB -> {xml_mb / rows[0]['total_s']:.1f} MB/s of XML")
+    folder = harness.workdir(args)
     for size in args.sizes_mb:
         path = folder / f"generated-{size:g}MB.jsonl"
         if not path.exists():
             generate(path, size)
-        measure(f"generated {size:g} MB (en+zh)", path, args.workers)
-        if args.keep is None:
+        rows.append(measure(f"generated {size:g} MB (en+zh)", path, args.workers, show))
+        if not args.workdir:
             path.unlink()
+    sizes = ", ".join(f"{size:g} MB" for size in args.sizes_mb)
+    harness.record(args, f"Ingest and split on the demo corpus and {sizes} generated", show.lines, {"rows": rows})
 
 
 if __name__ == "__main__":

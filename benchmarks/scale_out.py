@@ -17,7 +17,6 @@ Ingest reads the input once, streaming, in the flow's process in every setting.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import sys
@@ -25,13 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+import harness
+from ingest_split import generate
 
-from ingest_split import generate  # noqa: E402
-
-from samples.pair_corpus import part_hashes  # noqa: E402
+from samples.pair_corpus import part_hashes
 
 STAGES = ("documents", "sentences", "pairs", "shards")
 MAPPED = ("sentences", "pairs", "shards")  # the stages Dask runs
@@ -77,23 +73,21 @@ def run(corpus: Path, root: Path, docs_per_shard: int, dask: str = "") -> tuple[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__, workdir_help="holds each run's corpus and data roots (fresh ones each run)")
     parser.add_argument("--size-mb", type=float, default=200.0, help="generated corpus size (default: 200)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="Dask worker counts (default: 1 2)")
     parser.add_argument("--docs-per-shard", type=int, default=2000, help="documents per shard (default: 2000)")
-    parser.add_argument("--workdir", default=None, help="folder for the corpus and data roots (default: a temp dir)")
     args = parser.parse_args()
 
     from distributed import Client, LocalCluster
 
-    if args.workdir:
-        Path(args.workdir).mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="gur-scale-", dir=args.workdir) as tmp:
+    show = harness.Lines()
+    with tempfile.TemporaryDirectory(prefix="gur-scale-", dir=harness.workdir(args)) as tmp:
         work = Path(tmp)
         corpus = work / "corpus.jsonl"
         n_docs = generate(corpus, args.size_mb)
         size_mb = corpus.stat().st_size / 1e6
-        print(f"corpus: {size_mb:.1f} MB, {n_docs:,} documents, {args.docs_per_shard} per shard")
+        show(f"corpus: {size_mb:.1f} MB, {n_docs:,} documents, {args.docs_per_shard} per shard")
         rows = []
         refs, wall = run(corpus, work / "local", args.docs_per_shard)
         reference = part_hashes(work / "local", refs)
@@ -108,7 +102,7 @@ def main() -> None:
             ) as cluster:
                 with Client(cluster.scheduler_address) as client:
                     client.run(warm_up)
-                    print(f"dask {n}: cluster started and warmed up in {time.perf_counter() - started:.1f} s")
+                    show(f"dask {n}: cluster started and warmed up in {time.perf_counter() - started:.1f} s")
                     refs, wall = run(corpus, root, args.docs_per_shard, dask=cluster.scheduler_address)
                     worker_mb = sorted(client.run(peak_rss_mb).values())
             same = part_hashes(root, refs) == reference
@@ -119,17 +113,20 @@ def main() -> None:
         shard_counts = {k: len(v) for k, v in reference.items()}
 
     base = sum(rows[0][s] for s in MAPPED)
-    print(f"part files per stage: {shard_counts}; every setting wrote the same bytes")
-    header = ("setting", "ingest", "split", "pair", "shuffle", "mapped", "speed-up")
-    print(f"{header[0]:<8} " + " ".join(f"{h:>8}" for h in header[1:]) + "  peak MB/worker")
+    show(f"part files per stage: {shard_counts}; every setting wrote the same bytes")
+    header = ("setting", "ingest", "split", "pair", "shuffle", "mapped", "speed-up", "peak MB/worker")
+    show("| " + " | ".join(header) + " |", "|---" * len(header) + "|")
     for r in rows:
         mapped = sum(r[s] for s in MAPPED)
-        print(
-            f"{r['setting']:<8} {r['documents']:>8.1f} {r['sentences']:>8.1f} {r['pairs']:>8.1f} {r['shards']:>8.1f} "
-            f"{mapped:>8.1f} {base / mapped:>7.2f}x  {', '.join(f'{m:.0f}' for m in r['worker_mb']) or '-'}"
+        show(
+            f"| {r['setting']} | {r['documents']:.1f} | {r['sentences']:.1f} | {r['pairs']:.1f} | {r['shards']:.1f} | "
+            f"{mapped:.1f} | {base / mapped:.2f}x | {', '.join(f'{m:.0f}' for m in r['worker_mb']) or '-'} |"
         )
-    print(f"flow process peak RSS {peak_rss_mb():.0f} MB (wall seconds of each stage from its manifest)")
+    show(f"flow process peak RSS {peak_rss_mb():.0f} MB (wall seconds of each stage from its manifest)")
     print(json.dumps(rows))
+    workers = ", ".join(map(str, args.workers))
+    title = f"build-pairs local against Dask ({workers} workers) on {size_mb:.0f} MB"
+    harness.record(args, title, show.lines, {"corpus_mb": size_mb, "documents": n_docs, "rows": rows})
 
 
 if __name__ == "__main__":
