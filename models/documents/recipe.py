@@ -19,46 +19,16 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
     """Documents: a pretrained encoder on (query, passage) pairs of long documents (models/documents/pairs.py),
     TFCSG's encoder and contrastive pair task (`kw`: row i's query finds row i's passage, tau 0.05, passages of
     the same document masked)."""
-    from models.documents.gur_pairs import structure_steps
-    from models.documents.pairs import DocumentPairConfig, DocumentPairs, DocumentStream
+    from models.documents.pairs import DocumentPairs, DocumentStream
     from models.tfcsg.model import TfcsgLoss, TfcsgModel
-    from models.tfcsg.recipe import capped_rows, question_tokenizer
+    from models.tfcsg.recipe import question_tokenizer
 
-    if not cfg.init_from:
-        raise ValueError("method 'documents' fine-tunes a pretrained encoder: set init_from to its folder")
-    if not cfg.questions:
-        raise ValueError("method 'documents' needs `questions`: a split output folder (the sentences table)")
-    if not 0 <= cfg.interpolate <= 1:
-        raise ValueError(f"interpolate must be within [0, 1], got {cfg.interpolate}")
+    check_config(cfg)
     tok = question_tokenizer(cfg.init_from, out / "tokenizer", rank, ddp)
     positions = start_positions(cfg.init_from)  # a start model with fewer positions cuts the inputs there
     max_len, passage_len = min(cfg.max_len, positions), min(cfg.passage_len, positions)
-    data = DocumentPairs(
-        DocumentPairConfig(
-            source=cfg.questions,
-            kinds=cfg.pair_kinds,
-            draw=cfg.pair_draw,
-            max_len=max_len,
-            passage_len=passage_len,
-            batch_size=cfg.batch_size,
-            seed=cfg.seed,
-            heldout_fraction=cfg.heldout_fraction,
-            sampling=cfg.sampling,
-            same_page=cfg.same_page,
-            gur_shards=cfg.shards if cfg.gur_share > 0 else "",
-            gur_share=cfg.gur_share,
-            replay_source=cfg.replay_source,
-            replay_ratio=cfg.replay_ratio,
-            limit_rows=capped_rows(cfg, structure_steps(cfg.max_steps, cfg.gur_share), world),
-        ),
-        tok,
-    )
-    if cfg.same_page == "masked" or cfg.sampling == "clustered-pages":
-        find_pages(data, Path(cfg.questions), rank)
-    clustered = time.time()
-    if cfg.sampling in ("clustered", "clustered-pages"):
-        cluster_batches(data, cfg, out, tok, max_len, rank, ddp)
-    clusters_s = round(time.time() - clustered, 3)  # grows with the documents the run's steps show: a night's plan
+    data = DocumentPairs(pair_config(cfg, max_len, passage_len, world), tok)
+    clusters_s = group_batches(data, cfg, out, tok, max_len, rank, ddp)
     model = TfcsgModel(
         cfg.init_from,
         pooling=cfg.pooling,
@@ -70,14 +40,7 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
     eval_batches = in_loop_batches(cfg, rank, lambda: data.heldout_batches(cfg.eval_batch, cfg.eval_pairs))
     counts = data.counts()
     if rank == 0:
-        cut = f" (the start model has {positions} positions)" if passage_len < cfg.passage_len else ""
-        print(f"{describe(counts, len(eval_batches), cfg.eval_batch)}; queries cut to {max_len} tokens, passages "
-              f"to {passage_len}{cut}", flush=True)  # fmt: skip
-        if data.replay:
-            print(replay_line(data.replay, cfg.replay_ratio), flush=True)
-        if data.gur is not None:
-            print(f"documents: {cfg.gur_share:.0%} of the batches GUR's pairs (both sentences cut to {max_len} "
-                  f"tokens), on top of the structure pairs' epochs", flush=True)  # fmt: skip
+        print_data_lines(data, counts, cfg, len(eval_batches), positions, max_len, passage_len)
 
     return encoder_recipe(
         cfg,
@@ -89,6 +52,67 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         model_config={"init_from": cfg.init_from, "pooling": cfg.pooling, "pair_kinds": cfg.pair_kinds},
         info={"data": counts, "losses": ["kw"], "clusters_s": clusters_s},
     )
+
+
+def check_config(cfg: TrainConfig) -> None:
+    """What the method needs before anything loads: a start encoder, a split output, a mixing weight in [0, 1]."""
+    if not cfg.init_from:
+        raise ValueError("method 'documents' fine-tunes a pretrained encoder: set init_from to its folder")
+    if not cfg.questions:
+        raise ValueError("method 'documents' needs `questions`: a split output folder (the sentences table)")
+    if not 0 <= cfg.interpolate <= 1:
+        raise ValueError(f"interpolate must be within [0, 1], got {cfg.interpolate}")
+
+
+def pair_config(cfg: TrainConfig, max_len: int, passage_len: int, world: int):
+    """The pairs' settings from a run's config, the inputs cut to `max_len` / `passage_len` tokens."""
+    from models.documents.gur_pairs import structure_steps
+    from models.documents.pairs import DocumentPairConfig
+    from models.tfcsg.recipe import capped_rows
+
+    return DocumentPairConfig(
+        source=cfg.questions,
+        kinds=cfg.pair_kinds,
+        draw=cfg.pair_draw,
+        max_len=max_len,
+        passage_len=passage_len,
+        batch_size=cfg.batch_size,
+        seed=cfg.seed,
+        heldout_fraction=cfg.heldout_fraction,
+        sampling=cfg.sampling,
+        same_page=cfg.same_page,
+        gur_shards=cfg.shards if cfg.gur_share > 0 else "",
+        gur_share=cfg.gur_share,
+        replay_source=cfg.replay_source,
+        replay_ratio=cfg.replay_ratio,
+        limit_rows=capped_rows(cfg, structure_steps(cfg.max_steps, cfg.gur_share), world),
+    )
+
+
+def group_batches(data, cfg: TrainConfig, out: Path, tok, max_len: int, rank: int, ddp: bool) -> float:
+    """Each document's page where the sampling or the masking needs it, then the clusters the batches are filled
+    from; returns the clustering's seconds, which grow with the documents the run's steps show (a night's plan
+    counts them per step)."""
+    if cfg.same_page == "masked" or cfg.sampling == "clustered-pages":
+        find_pages(data, Path(cfg.questions), rank)
+    clustered = time.time()
+    if cfg.sampling in ("clustered", "clustered-pages"):
+        cluster_batches(data, cfg, out, tok, max_len, rank, ddp)
+    return round(time.time() - clustered, 3)
+
+
+def print_data_lines(
+    data, counts: dict[str, int], cfg: TrainConfig, eval_batches: int, positions: int, max_len: int, passage_len: int
+) -> None:
+    """Rank 0's lines about what the run trains on: the counts, the cut, the replay and GUR's share."""
+    cut = f" (the start model has {positions} positions)" if passage_len < cfg.passage_len else ""
+    print(f"{describe(counts, eval_batches, cfg.eval_batch)}; queries cut to {max_len} tokens, passages "
+          f"to {passage_len}{cut}", flush=True)  # fmt: skip
+    if data.replay:
+        print(replay_line(data.replay, cfg.replay_ratio), flush=True)
+    if data.gur is not None:
+        print(f"documents: {cfg.gur_share:.0%} of the batches GUR's pairs (both sentences cut to {max_len} "
+              f"tokens), on top of the structure pairs' epochs", flush=True)  # fmt: skip
 
 
 def describe(counts: dict[str, int], eval_batches: int, eval_batch: int) -> str:

@@ -85,44 +85,13 @@ def eval_pair(model, batch):
 def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_weights: bool) -> Recipe:
     """GUR: T5 (or bert2bert) on shard pairs, span-corruption LM + in-batch InfoNCE."""
     master = rank == 0
-    if master:
-        tok = build_tokenizer(cfg, out / "tokenizer")
-    if ddp:
-        dist.barrier()
-    if not master:
-        tok = load_tokenizer(out / "tokenizer")
-    mcfg = preset_config(
-        cfg.preset,
-        vocab_size=tok.vocab_size,
-        pad_id=tok.pad_id,
-        eos_id=tok.eos_id,
-        cls_id=tok.cls_id,
-        pooling=cfg.pooling,
-        init_from=cfg.init_from,
-        head=cfg.model_head(),
-        dropout=cfg.dropout,
-        attention=cfg.attention,
-        fused_lm_head=cfg.fused_lm_head,
-    )
+    tok = shared_tokenizer(cfg, out / "tokenizer", master, ddp)
+    mcfg = gur_model_config(cfg, tok)
     torch.manual_seed(cfg.seed)  # the same initial weights on every rank
     model = GurModel(mcfg, load_weights=load_weights)
-    dcfg = data_config(cfg)
-    eval_batches = in_loop_batches(
-        cfg,
-        rank,
-        lambda: [
-            collate(b, tok, dcfg.seq_len(bucket), None)
-            for bucket, pairs in heldout_pairs(dcfg, cfg.eval_pairs).items()
-            for b in distinct_doc_batches(pairs, cfg.eval_batch)
-        ],
-    )
+    eval_batches = heldout_batches(cfg, data_config(cfg), tok, rank)
     if master and cfg.eval_every:
-        print(f"held-out: {len(eval_batches)} batches of {cfg.eval_batch} pairs (chance {1 / cfg.eval_batch:.3f})")
-        if not eval_batches:  # a batch needs eval_batch held-out documents: say why accuracy is missing
-            print(
-                f"held-out: warning: fewer than {cfg.eval_batch} held-out documents have pairs; no held-out accuracy. "
-                "Raise heldout_fraction or lower eval_batch (small corpora: 0.2 and 16)."
-            )
+        print_heldout(cfg, eval_batches)
 
     def export(trained: GurModel, folder: Path) -> None:
         from models.gur.export import export_model
@@ -143,3 +112,54 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         samples=samples if cfg.objective != "cl" else None,
         find_unused=cfg.objective != "lm+cl" or bool(cfg.init_from),
     )
+
+
+def shared_tokenizer(cfg: TrainConfig, tok_dir: Path, master: bool, ddp: bool) -> GurTokenizer:
+    """The run's tokenizer: built (or loaded) by rank 0 into `tok_dir`, then loaded from there by the others."""
+    if master:
+        tok = build_tokenizer(cfg, tok_dir)
+    if ddp:
+        dist.barrier()
+    if not master:
+        tok = load_tokenizer(tok_dir)
+    return tok
+
+
+def gur_model_config(cfg: TrainConfig, tok: GurTokenizer):
+    """The model's settings: the run's preset and options, the tokenizer's vocabulary and special ids."""
+    return preset_config(
+        cfg.preset,
+        vocab_size=tok.vocab_size,
+        pad_id=tok.pad_id,
+        eos_id=tok.eos_id,
+        cls_id=tok.cls_id,
+        pooling=cfg.pooling,
+        init_from=cfg.init_from,
+        head=cfg.model_head(),
+        dropout=cfg.dropout,
+        attention=cfg.attention,
+        fused_lm_head=cfg.fused_lm_head,
+    )
+
+
+def heldout_batches(cfg: TrainConfig, dcfg: DataConfig, tok: GurTokenizer, rank: int) -> list:
+    """The in-loop evaluation's batches: held-out pairs per bucket, each batch of distinct documents."""
+    return in_loop_batches(
+        cfg,
+        rank,
+        lambda: [
+            collate(b, tok, dcfg.seq_len(bucket), None)
+            for bucket, pairs in heldout_pairs(dcfg, cfg.eval_pairs).items()
+            for b in distinct_doc_batches(pairs, cfg.eval_batch)
+        ],
+    )
+
+
+def print_heldout(cfg: TrainConfig, eval_batches: list) -> None:
+    """The held-out batches' line, and why accuracy is missing when there are none."""
+    print(f"held-out: {len(eval_batches)} batches of {cfg.eval_batch} pairs (chance {1 / cfg.eval_batch:.3f})")
+    if not eval_batches:  # a batch needs eval_batch held-out documents: say why accuracy is missing
+        print(
+            f"held-out: warning: fewer than {cfg.eval_batch} held-out documents have pairs; no held-out accuracy. "
+            "Raise heldout_fraction or lower eval_batch (small corpora: 0.2 and 16)."
+        )

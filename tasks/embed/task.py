@@ -89,26 +89,7 @@ def embed_stage(
     )
     total = upstream_manifest["rows"].get(config.unit)
     done = sum_shard_stats(out.dir).get(config.unit, 0)  # linked, or finished by a killed run
-    pending = len(shards) - len(finished_shards(out.dir))
-    n = 1 if dask else embed_workers(workers, pending, (total or 0) - done)
-    if n > 1:
-        config = replace(config, threads=max(1, (os.cpu_count() or 1) // n))
-        logger.info("embed: %d worker processes, %d thread(s) each", n, config.threads)
-    with Progress("embed", total, logger, unit=config.unit, done=done, heartbeat=True) as progress:
-        on_shard = (lambda stats: progress.update(stats.get(config.unit, 0))) if dask else None
-        map_shards(
-            embed_shard,
-            shards,
-            out.dir,
-            config,
-            workers=n,
-            on_progress=None if dask else progress.update,
-            on_shard=on_shard,
-            dask=dask,
-            min_bytes_per_worker=0,
-        )
-    stats = sum_shard_stats(out.dir)
-    progress.close(embeddings=stats.get("embeddings", 0))
+    stats = embed_pending(shards, out.dir, config, total, done, workers, dask, logger)
     ref = out.finish(
         code_version=EMBED_CODE_VERSION,
         config={**config.key(), "model_path": record_path(out.root, config.model_path)},
@@ -125,6 +106,41 @@ def embed_stage(
         },
     )
     return ref, False
+
+
+def embed_pending(
+    shards: list[Path],
+    out_dir: Path,
+    config: EmbedConfig,
+    total: int | None,
+    done: int,
+    workers: int,
+    dask: str,
+    logger: logging.Logger,
+) -> dict[str, int]:
+    """Embed the shards `out_dir` does not hold yet (in this process, in worker processes or on `dask`), with
+    progress from the `done` texts on; returns the summed counts of every shard in `out_dir`."""
+    pending = len(shards) - len(finished_shards(out_dir))
+    n = 1 if dask else embed_workers(workers, pending, (total or 0) - done)
+    if n > 1:
+        config = replace(config, threads=max(1, (os.cpu_count() or 1) // n))
+        logger.info("embed: %d worker processes, %d thread(s) each", n, config.threads)
+    with Progress("embed", total, logger, unit=config.unit, done=done, heartbeat=True) as progress:
+        on_shard = (lambda stats: progress.update(stats.get(config.unit, 0))) if dask else None
+        map_shards(
+            embed_shard,
+            shards,
+            out_dir,
+            config,
+            workers=n,
+            on_progress=None if dask else progress.update,
+            on_shard=on_shard,
+            dask=dask,
+            min_bytes_per_worker=0,
+        )
+    stats = sum_shard_stats(out_dir)
+    progress.close(embeddings=stats.get("embeddings", 0))
+    return stats
 
 
 @task(name="embed", **STAGE_TASK)

@@ -274,6 +274,33 @@ def similarity_guard(
 
 def load_nightly_config(path: str | Path) -> NightlyConfig:
     source = Path(path).resolve()
+    data = _read_sections(source)
+    base = source.parent
+    corpus = _section(CorpusConfig, data["corpus"], "corpus", source)
+    corpus = CorpusConfig(**{**corpus.__dict__, "path": _absolute(corpus.path, base)})
+    train = _train_section(data, source, base)
+    evaluate = _evaluate_section(data, source, base)
+    gate = _section(GateSection, data.get("gate", {}), "gate", source)
+    if not 0.5 <= gate.confidence < 1.0:
+        raise ValueError(f"{source}: [gate] confidence must be in [0.5, 1), not {gate.confidence}")
+    evaluate, gate, notes = similarity_guard(evaluate, gate, data, source)
+    retention = _retention(data, source)
+    _check_gate_names(gate, evaluate, source)
+    return NightlyConfig(
+        source=str(source),
+        corpus=corpus,
+        train=train,
+        keywords=_section(KeywordsSection, data.get("keywords", {}), "keywords", source),
+        evaluate=evaluate,
+        gate=gate,
+        retention=retention,
+        budget=_section(BudgetSection, data.get("budget", {}), "budget", source),
+        notes=notes,
+    )
+
+
+def _read_sections(source: Path) -> dict:
+    """The file's TOML: known sections only, and a `[corpus] path`."""
     if not source.exists():
         raise FileNotFoundError(f"{source}: no nightly config (see `gur nightly --help` for an example)")
     try:
@@ -285,9 +312,11 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
         raise ValueError(f"{source}: unknown sections {unknown}; known: {list(SECTIONS)}")
     if "corpus" not in data or "path" not in data["corpus"]:
         raise ValueError(f"{source}: [corpus] path is required (the folder new documents land in)")
-    base = source.parent
-    corpus = _section(CorpusConfig, data["corpus"], "corpus", source)
-    corpus = CorpusConfig(**{**corpus.__dict__, "path": _absolute(corpus.path, base)})
+    return data
+
+
+def _train_section(data: dict, source: Path, base: Path) -> TrainSection:
+    """`[train]`, checked: a known method, a replay ratio; `init_from` relative to the file's folder."""
     train = _section(TrainSection, data.get("train", {}), "train", source)
     if train.method not in NIGHT_METHODS:
         raise ValueError(f"{source}: [train] method must be one of {', '.join(NIGHT_METHODS)}, not {train.method!r}")
@@ -298,7 +327,12 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
             f'{source}: [train] replay must be "auto" or a number >= 0 (older rows per new one; 0: all), '
             f"not {train.replay!r}"
         )
-    train = TrainSection(**{**train.__dict__, "init_from": _absolute(train.init_from, base)})
+    return TrainSection(**{**train.__dict__, "init_from": _absolute(train.init_from, base)})
+
+
+def _evaluate_section(data: dict, source: Path, base: Path) -> EvaluateSection:
+    """`[evaluate]`, its paths relative to the file's folder, checked: a suite size, a holdout share, a question
+    suite."""
     evaluate = _section(EvaluateSection, data.get("evaluate", {}), "evaluate", source)
     evaluate = EvaluateSection(
         **{
@@ -320,11 +354,11 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
             f"{source}: [evaluate] needs a question suite: holdout > 0 (a share of the corpus's labelled rows) "
             "or stackoverflow = a labelled TSV the candidate does not train on"
         )
-    gate = _section(GateSection, data.get("gate", {}), "gate", source)
-    if not 0.5 <= gate.confidence < 1.0:
-        raise ValueError(f"{source}: [gate] confidence must be in [0.5, 1), not {gate.confidence}")
-    evaluate, gate, notes = similarity_guard(evaluate, gate, data, source)
-    retention = _retention(data, source)
+    return evaluate
+
+
+def _check_gate_names(gate: GateSection, evaluate: EvaluateSection, source: Path) -> None:
+    """Every metric the gate names (its primary, its guards) is one of a dataset the suite scores."""
     suite = set(suite_labels(evaluate))
     for name in ((gate.primary,) if gate.primary != "auto" else ()) + tuple(gate.guards):
         if name.split("/", 1)[0] not in suite:
@@ -333,14 +367,3 @@ def load_nightly_config(path: str | Path) -> NightlyConfig:
                 f"{source}: [gate] {key} {name!r} names a dataset the suite does not score "
                 f"(it scores: {', '.join(sorted(suite))})"
             )
-    return NightlyConfig(
-        source=str(source),
-        corpus=corpus,
-        train=train,
-        keywords=_section(KeywordsSection, data.get("keywords", {}), "keywords", source),
-        evaluate=evaluate,
-        gate=gate,
-        retention=retention,
-        budget=_section(BudgetSection, data.get("budget", {}), "budget", source),
-        notes=notes,
-    )
