@@ -11,17 +11,9 @@ paper's sigmoid on x_hat and without it. Prints a table.
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-from pathlib import Path
-
+import harness
 import numpy as np
 import torch
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def perplexity_share(v: torch.Tensor) -> float:
@@ -38,7 +30,7 @@ def encoder_grad_norm(model, loss) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("--keywords", default=None, help="a keywords stage folder (default: the newest)")
     parser.add_argument("--batches", type=int, default=4)
     args = parser.parse_args()
@@ -55,9 +47,12 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(str(minilm_path()))
     data = QuestionData(QuestionConfig(source=source, heldout_fraction=0.0), tok)
     stream = QuestionStream(data)
-    print(f"{source}: {len(data.train_rows)} questions, {args.batches} batches of 64, MiniLM, mean pooling\n")
-    print("| x_hat | perplexity share softmax(h_t) | softmax(x_hat) | ell_kl | grad norm kl | cl | kw |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"keywords: {source}")
+    show = harness.Lines()
+    show(f"{len(data.train_rows)} questions, {args.batches} batches of 64, MiniLM, mean pooling")
+    show("| x_hat | perplexity share softmax(h_t) | softmax(x_hat) | ell_kl | grad norm kl | cl | kw |")
+    show("|---|---|---|---|---|---|---|")
+    figures = {"questions": len(data.train_rows), "batches": args.batches}
     for activation in ("sigmoid", "linear"):
         torch.manual_seed(0)
         model = TfcsgModel(str(minilm_path()), pooling="mean", kl_activation=activation)
@@ -82,7 +77,10 @@ def main() -> None:
                 )
             )
         m = np.mean(rows, axis=0)
-        print(f"| {activation} | {m[0]:.3f} | {m[1]:.4f} | {m[2]:.4f} | {m[3]:.4f} | {m[4]:.3f} | {m[5]:.3f} |")
+        names = ("perplexity_h_t", "perplexity_x_hat", "kl", "grad_kl", "grad_cl", "grad_kw")
+        figures[activation] = dict(zip(names, m.tolist(), strict=True))
+        show(f"| {activation} | {m[0]:.3f} | {m[1]:.4f} | {m[2]:.4f} | {m[3]:.4f} | {m[4]:.3f} | {m[5]:.3f} |")
+    harness.record(args, "TFCSG's KL task on MiniLM: its distributions and its gradient", show.lines, figures)
 
 
 if __name__ == "__main__":

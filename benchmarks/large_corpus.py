@@ -2,7 +2,7 @@
 package registries, one folder a user could point a night at.
 
     apt-get install -y python3-doc rust-doc manpages manpages-dev linux-doc-6.1 postgresql-doc-15 cmake-doc git-doc
-    .venv/bin/python benchmarks/corpus_ladder.py --workdir /tmp/ladder8 --corpora docs-100k
+    .venv/bin/python benchmarks/corpus_ladder.py --workdir WORK --corpora docs-100k
 
 It holds, each part in a folder of its own (every record's page is its label for the labelled check):
 - `man/`: every manual page (`/usr/share/man/man1` to `man8`, without the Google Cloud SDK's generated
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import harness  # noqa: F401 - the repository and benchmarks/ on the path, for what it imports
 
 DOC = Path("/usr/share/doc")
 RUST_DOC = DOC / "rust-doc" / "html"

@@ -1,8 +1,8 @@
 """The large rung's next night: about 1% of its documents new, as users add pages beside the others.
 
-    .venv/bin/python benchmarks/later_night.py set-aside --workdir /tmp/ladder9 [--share 0.01]
-    .venv/bin/python benchmarks/corpus_ladder.py --workdir /tmp/ladder9 --corpora docs-100k --budget 30
-    .venv/bin/python benchmarks/later_night.py run --workdir /tmp/ladder9
+    .venv/bin/python benchmarks/later_night.py set-aside --workdir WORK [--share 0.01]
+    .venv/bin/python benchmarks/corpus_ladder.py --workdir WORK --corpora docs-100k --budget 30
+    .venv/bin/python benchmarks/later_night.py run --workdir WORK
 
 `set-aside` (before the rung's first night) moves a seeded `share` of the rung's HTML pages (the rust, linux,
 postgresql, cmake and git folders: a file is a page there) out of the corpus into `docs-100k/later/`;
@@ -12,32 +12,25 @@ its decision row's plan and actuals, and the peak memory of its processes. The f
 a later night: what is new since its data is what `[train] replay = "auto"` counts. `labelled` scores the start
 and every champion the root promoted on the labelled page check (corpus_ladder.py's, capped as the gate's suite).
 
-    .venv/bin/python benchmarks/later_night.py labelled --workdir /tmp/ladder9
+    .venv/bin/python benchmarks/later_night.py labelled --workdir WORK
 
 A further night adds a folder the rung has never held (another package's manual, linked page by page as the rung's
 own pages are) and runs the next night the same way:
 
-    .venv/bin/python benchmarks/later_night.py run --workdir /tmp/ladder9 --add /usr/share/doc/valgrind/html
+    .venv/bin/python benchmarks/later_night.py run --workdir WORK --add /usr/share/doc/valgrind/html
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import harness
 
+show = harness.Lines()  # what each step prints, for the entry
 PAGES = ("rust", "linux", "postgresql", "cmake", "git")  # one file a page (man and python: a file holds many)
 KEYS = ("decision", "reason", "gain", "gain_low", "gain_high", "queries", "documents_new", "files_new", "embedded")
 
@@ -66,7 +59,7 @@ def set_aside(work: Path, share: float) -> dict[str, int]:
                 path.rename(target)  # a link moves as a link: nothing is copied
                 moved += 1
     total = sum(1 for _ in later.rglob("*.html")) if later.exists() else 0
-    print(f"set aside {moved} pages now, {total} in {later}", flush=True)
+    show(f"set aside {moved} pages now, {total} in docs-100k/later")
     return {"moved": moved, "later": total}
 
 
@@ -104,17 +97,17 @@ def run(work: Path, add: Path | None = None) -> dict:
         back += 1
     if later.exists():
         shutil.rmtree(later)
-    print(f"{back} pages back beside the others", flush=True)
+    show(f"{back} pages back beside the others")
     if add is not None:
-        print(f"{add_folder(corpus, add)} pages of {add} linked in beside the others", flush=True)
+        show(f"{add_folder(corpus, add)} pages of {add} linked in beside the others")
     started = time.time()
     with TreeMemory() as memory:
         nightly_retrain(root=str(root))
-    print(f"night: {time.time() - started:.0f} s wall, {memory.line()}", flush=True)
+    show(f"night: {time.time() - started:.0f} s wall, {memory.line()}")
     row = max(pq.read_table(root / "models" / "promotions").to_pylist(), key=lambda r: r["created_at"])
     out = {k: row.get(k) for k in KEYS}
     out["plan"], out["actual"] = json.loads(row["plan"] or "null"), json.loads(row["actual"] or "null")
-    print(json.dumps(out, indent=1, default=str), flush=True)
+    show("```json", json.dumps(out, indent=1, default=str), "```")
     return out
 
 
@@ -149,27 +142,32 @@ def labelled(work: Path) -> dict:
             **interval,
             "gate": decisions.get(m, {}).get(LABELLED),
         }
-    print(json.dumps(out, indent=1), flush=True)
+    show("```json", json.dumps(out, indent=1), "```")
     return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir="required", workdir_help="corpus_ladder.py's workdir (docs-100k in it)")
     parser.add_argument(
         "step",
         choices=("set-aside", "run", "labelled"),
         help="set-aside before the first night, run after it; labelled: the page check on every champion",
     )
-    parser.add_argument("--workdir", required=True, help="corpus_ladder.py's workdir (docs-100k in it)")
     parser.add_argument("--share", type=float, default=0.01, help="of the HTML pages set aside (set-aside)")
     parser.add_argument("--add", type=Path, help="run: a folder of pages the rung never held, linked in as new")
     args = parser.parse_args()
-    work = Path(args.workdir)
-    {
+    work = harness.workdir(args)
+    figures = {
         "set-aside": lambda: set_aside(work, args.share),
         "run": lambda: run(work, args.add),
         "labelled": lambda: labelled(work),
     }[args.step]()
+    title = {
+        "set-aside": f"The large rung: {args.share:.0%} of its HTML pages set aside for a later night",
+        "run": "The large rung's next night" + (f": {args.add} added" if args.add else ""),
+        "labelled": "The labelled page check on every champion of the large rung",
+    }[args.step]
+    harness.record(args, title, show.lines, figures)
 
 
 if __name__ == "__main__":

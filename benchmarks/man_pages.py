@@ -10,6 +10,8 @@ import json
 import re
 from pathlib import Path
 
+import harness  # noqa: F401 - the repository and benchmarks/ on the path, for what it imports
+
 MAN = Path("/usr/share/man")
 # The Google Cloud SDK on this machine ships 16,631 generated `gcloud_*` pages that share most of their sections
 # word for word ("Gcloud wide flags"): one tool's reference, not a manual. They are left out.

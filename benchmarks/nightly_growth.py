@@ -1,11 +1,11 @@
 """Nights on a growing corpus folder: each night's data stages against a cold build of the same folder.
 
-    .venv/bin/python benchmarks/nightly_growth.py [--workdir /tmp/gur-growth] [--nights 5] [--growth 0.05]
+    .venv/bin/python benchmarks/nightly_growth.py [--workdir WORK] [--nights 5] [--growth 0.05]
 
 The corpus is real text in mixed formats, English and Chinese: the bundled Wikipedia sample's
 articles (JSONL), StackOverflow titles grouped by tag into documents (TSV), STS-B en train
 sentences grouped into documents (CSV, Parquet, plain-text files, gzip JSONL) and STS-B zh train
-sentences, from `../shared/data`; and, when `--text-folder` names one (default: the Python
+sentences, from the shared data; and, when `--text-folder` names one (default: the Python
 documentation's reST sources from Debian's `python3-doc`, where installed), every `.txt` file under
 it as a document; and `--generated` documents of random words from a 2,000-word vocabulary
 (English-like, with shared topic words, so they have pairs), which make the corpus the size of
@@ -23,23 +23,19 @@ byte. Target: each night costs at most 10% of the cold build's CPU time.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gzip
 import hashlib
 import json
-import os
 import random
 import resource
 import shutil
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-SHARED = REPO.parent / "shared" / "data"
+import harness
+from harness import shared_data
+
 SENTENCES_PER_DOC = 12
 PYTHON_DOCS = Path("/usr/share/doc/python3.11/html/_sources")
 
@@ -63,7 +59,7 @@ def grouped(sentences: list[str], lang: str, name: str) -> list[dict]:
 
 def sts_documents(lang: str) -> list[dict]:
     sentences = []
-    with open(SHARED / "stsb" / f"stsb-{lang}-train.csv", encoding="utf-8", newline="") as f:
+    with open(shared_data("stsb", f"stsb-{lang}-train.csv"), encoding="utf-8", newline="") as f:
         for row in csv.reader(f):
             for s in row[:2]:
                 s = s.strip()
@@ -75,7 +71,7 @@ def sts_documents(lang: str) -> list[dict]:
 
 def stackoverflow_documents() -> list[dict]:
     by_tag: dict[str, list[str]] = {}
-    with open(SHARED / "stackoverflow" / "train.tsv", encoding="utf-8", newline="") as f:
+    with open(shared_data("stackoverflow", "train.tsv"), encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f, delimiter="\t"):
             by_tag.setdefault(row["tag"], []).append(row["title"].strip().rstrip("?") + "?")
     docs = []
@@ -183,8 +179,7 @@ def shard_digest(root: Path, refs: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workdir", default="/tmp/gur-growth")
+    parser = harness.parser(__doc__, workdir_help="the corpus folder and the roots (emptied first)")
     parser.add_argument("--nights", type=int, default=5)
     parser.add_argument("--growth", type=float, default=0.05, help="new documents a night, as a share of the folder")
     parser.add_argument("--start", type=float, default=0.6, help="share of the documents the folder starts with")
@@ -198,8 +193,9 @@ def main() -> None:
         " '' for none)",
     )
     args = parser.parse_args()
-    work = Path(args.workdir).resolve()
-    shutil.rmtree(work, ignore_errors=True)
+    work = harness.workdir(args)
+    for old in (work / "corpus", work / "nightly", *work.glob("cold-*")):
+        shutil.rmtree(old, ignore_errors=True)
     folder, root = work / "corpus", work / "nightly"
     folder.mkdir(parents=True)
 
@@ -208,13 +204,15 @@ def main() -> None:
     docs = all_documents(args.seed, Path(args.text_folder) if args.text_folder else None, args.generated)
     start = int(len(docs) * args.start)
     zh = sum(d["lang"] == "zh" for d in docs)
-    print(f"{len(docs)} documents available ({zh} zh); the folder starts with {start}")
+    show = harness.Lines()
+    show(f"{len(docs)} documents available ({zh} zh); the folder starts with {start}")
     add_files(folder, 0, docs[:start], files=6)
     used = start
     rows = []
     with prefect_test_harness(server_startup_timeout=120):
         refs, wall, cpu = timed_build(folder, root, args.workers)
-        print(f"night 0 (first build): {used} documents, {wall:.1f} s wall, {cpu:.1f} s CPU")
+        show(f"night 0 (first build): {used} documents, {wall:.1f} s wall, {cpu:.1f} s CPU")
+        first = {"documents": used, "wall_s": wall, "cpu_s": cpu}
         for night in range(1, args.nights + 1):
             new = max(1, round(used * args.growth))
             n_files = add_files(folder, night, docs[used : used + new], files=2)
@@ -229,23 +227,26 @@ def main() -> None:
                 f"{cpu:.1f} s CPU, cold {cold_wall:.1f} s / {cold_cpu:.1f} s CPU = {cpu / cold_cpu:.1%} of the cold "
                 f"CPU; shards {'byte-identical' if same else 'DIFFER'}",
                 flush=True,
-            )
+            )  # progress: the table below holds the same
             shutil.rmtree(cold_root)
-    print(
-        "\n| night | new documents | new files | documents | night wall s | night CPU s | cold wall s | cold CPU s "
+    show(
+        "| night | new documents | new files | documents | night wall s | night CPU s | cold wall s | cold CPU s "
         "| night / cold CPU | shards = cold |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    show("|---|---|---|---|---|---|---|---|---|---|")
     for night, new, n_files, used, wall, cpu, cold_wall, cold_cpu, same in rows:
-        print(
+        show(
             f"| {night} | {new} | {n_files} | {used} | {wall:.1f} | {cpu:.1f} | {cold_wall:.1f} | {cold_cpu:.1f} "
             f"| {cpu / cold_cpu:.1%} | {'yes' if same else 'NO'} |"
         )
     worst = max(cpu / cold_cpu for *_, cpu, _, cold_cpu, _ in rows)
-    print(
-        f"\nworst night: {worst:.1%} of the cold build's CPU (target <= 10%); all byte-identical: "
+    show(
+        f"worst night: {worst:.1%} of the cold build's CPU (target <= 10%); all byte-identical: "
         f"{all(r[-1] for r in rows)}"
     )
+    names = ("night", "new", "files", "documents", "wall_s", "cpu_s", "cold_wall_s", "cold_cpu_s", "same")
+    figures = {"first": first, "nights": [dict(zip(names, row, strict=True)) for row in rows], "worst": worst}
+    harness.record(args, f"{args.nights} nights on a growing corpus folder against cold builds", show.lines, figures)
 
 
 if __name__ == "__main__":
