@@ -1,6 +1,6 @@
 """How quickly a night on an unchanged corpus ends ("nothing new"), Prefect's overhead included.
 
-    .venv/bin/python benchmarks/nightly_noop.py [--workdir /tmp/gur-nightly] [--repeat 3]
+    .venv/bin/python benchmarks/nightly_noop.py [--workdir WORK] [--repeat 3]
 
 Corpus: the 16,000 StackOverflow titles; method tfcsg from MiniLM for 30 steps (the candidate's
 quality is not the point here, but the gate's paired test must see its gain on the held-out share
@@ -13,7 +13,6 @@ of the titles for the first night to promote); STS-B en dev is scored and report
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -21,12 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-SHARED = REPO.parent / "shared" / "data"
+import harness
+from harness import REPO, shared_data
 
 CONFIG = """[corpus]
 path = "{corpus}"
@@ -48,16 +43,14 @@ guards = {{}}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workdir", default="/tmp/gur-nightly")
+    parser = harness.parser(__doc__, workdir_help="holds the nights' data root (a fresh one: its first night runs)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    work = Path(args.workdir).resolve()
-    root = work / "data"
+    root = harness.workdir(args).resolve() / "data"
     root.mkdir(parents=True, exist_ok=True)
     config = root / "nightly.toml"
     config.write_text(
-        CONFIG.format(corpus=SHARED / "stackoverflow" / "train.tsv", stsb=SHARED / "stsb" / "stsb-en-dev.csv")
+        CONFIG.format(corpus=shared_data("stackoverflow", "train.tsv"), stsb=shared_data("stsb", "stsb-en-dev.csv"))
     )
     from flows.nightly_retrain import nightly_retrain
 
@@ -81,12 +74,15 @@ def main() -> None:
         cold.append(time.perf_counter() - t0)
         if proc.returncode != 0 or "nothing-new" not in proc.stdout:
             raise SystemExit(proc.stdout[-2000:] + proc.stderr[-2000:])
-    print(f"\nfirst night: {first['decision']} in {first_s:.1f} s")
-    print(f"nothing-new night, same process: {again['decision']} in {warm_s:.1f} s")
-    print(
+    show = harness.Lines()
+    show(f"first night: {first['decision']} in {first_s:.1f} s")
+    show(f"nothing-new night, same process: {again['decision']} in {warm_s:.1f} s")
+    show(
         f"nothing-new night, fresh `gur nightly` process: median {statistics.median(cold):.1f} s "
         f"(min {min(cold):.1f}, max {max(cold):.1f}, n={len(cold)})"
     )
+    figures = {"first_s": first_s, "first": first["decision"], "same_process_s": warm_s, "fresh_process_s": cold}
+    harness.record(args, "A nothing-new night: in the same process and as a fresh `gur nightly`", show.lines, figures)
 
 
 if __name__ == "__main__":

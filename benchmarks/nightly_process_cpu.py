@@ -19,36 +19,36 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import nightly_soak as soak  # noqa: E402
+import harness
+import nightly_soak as soak
 
 GUR = Path(sys.executable).parent / "gur"
 
 
 def main() -> int:
-    if len(sys.argv) < 3:
-        print(__doc__)
-        return 2
-    work, nights = Path(sys.argv[1]), [int(n) for n in sys.argv[2:]]
+    parser = harness.parser(__doc__, workdir=None)
+    parser.add_argument("workdir", type=Path, help="a workdir of benchmarks/nightly_soak.py (its nights go on)")
+    parser.add_argument("nights", type=int, nargs="+", help="the nights to add, in order")
+    args = parser.parse_args()
+    work, show, figures = args.workdir, harness.Lines(), []
     with open(soak.STACKOVERFLOW, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
-    for n in nights:
+    for n in args.nights:
         soak.add_night(work / "corpus", rows, n, 2000, 20)
         options = ["--text-field", "title", "--title-field", "", "--workers", "1"]
         for command, extra in (("build-pairs", []), ("mine-keywords", ["--k", "20"])):
             before, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             cmd = [str(GUR), "--root", str(work / "data"), command, str(work / "corpus"), *options, *extra]
             done = subprocess.run(cmd, capture_output=True, text=True)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - wall
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-            print(
-                f"night {n}: gur {command} rc {done.returncode}, {cpu:.1f} CPU s, "
-                f"{time.perf_counter() - wall:.1f} s wall",
-                flush=True,
-            )
+            show(f"night {n}: gur {command} rc {done.returncode}, {cpu:.1f} CPU s, {wall:.1f} s wall")
+            figures.append({"night": n, "command": command, "rc": done.returncode, "cpu_s": cpu, "wall_s": wall})
             if done.returncode:
                 print(done.stderr[-2000:])
                 return 1
+    title = f"A soaked root's nights {' '.join(map(str, args.nights))}, each command its own process"
+    harness.record(args, title, show.lines, {"nights": figures})
     return 0
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/nightly_replay.py [--titles 4000] [--growth 0.05] [--replay 1.0]
 
-StackOverflow titles (`../shared/data`, `--titles` of them spread over the 20 tags); a seeded
+StackOverflow titles (the shared data, `--titles` of them spread over the 20 tags); a seeded
 hash-based 20% is held out for scoring (the nightly gate's rule, `tasks/nightly/holdout.py`) and
 never trained on. Night 0: the corpus folder holds the first `1 - growth` share of the training
 titles; keywords are mined and a champion is trained from MiniLM (the `cpu` preset: one epoch).
@@ -17,25 +17,17 @@ rows trained on, and the training run's wall time (2 shared cores: compare withi
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
-import os
-import sys
 from pathlib import Path
 
+import harness
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-SHARED = REPO.parent / "shared" / "data"
+from harness import shared_data
 
 
 def titles(n: int) -> list[dict]:
-    with open(SHARED / "stackoverflow" / "train.tsv", encoding="utf-8", newline="") as f:
+    with open(shared_data("stackoverflow", "train.tsv"), encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     return rows[:: max(1, len(rows) // n)][:n]
 
@@ -62,7 +54,7 @@ def score(model: str, held: list[dict]) -> dict[str, float]:
     values = {}
     for m in question_retrieval(encoder, scored):
         values[{"precision": f"P@{m.k}", "map": "MAP", "mrr": "MRR"}.get(m.metric, m.metric)] = m.value
-    dev = load_stsb(SHARED / "stsb" / "stsb-en-dev.csv")
+    dev = load_stsb(shared_data("stsb", "stsb-en-dev.csv"))
     values["STS-B dev"] = next(m.value for m in sts(encoder, dev) if m.metric == "spearman")
     return {k: v for k, v in values.items() if k in ("P@1", "MAP", "MRR", "STS-B dev")}
 
@@ -73,25 +65,23 @@ def main() -> None:
     from models.encoders import minilm_path
     from tasks.nightly.holdout import held_out
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__, workdir_help="the corpus folder and the data root")
     parser.add_argument("--titles", type=int, default=4000)
     parser.add_argument(
         "--growth", type=float, default=0.05, help="share of the training titles that arrive on night 1"
     )
     parser.add_argument("--replay", type=float, default=1.0, help="old titles replayed per new title")
-    parser.add_argument("--workdir", default="/tmp/gur-replay")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    work = Path(args.workdir)
+    work, show = harness.workdir(args), harness.Lines()
     corpus, root = work / "corpus", work / "data"
     rows = titles(args.titles)
     held = [r for r in rows if held_out(r["title"], 0.2, 0)]
     train_rows = [r for r in rows if not held_out(r["title"], 0.2, 0)]
     cut = round(len(train_rows) * (1 - args.growth))
-    print(
+    show(
         f"{len(train_rows)} training titles ({cut} on night 0, {len(train_rows) - cut} new on night 1), "
-        f"{len(held)} held out for scoring",
-        flush=True,
+        f"{len(held)} held out for scoring"
     )
     write(corpus / "night0.tsv", train_rows[:cut])
     kw = dict(text_field="title", title_field="", warm_start=True, root=str(root))
@@ -135,6 +125,7 @@ def main() -> None:
     base = score(str(minilm_path()), held)
     cells = " | ".join(f"{base[c]:.3f}" for c in ("P@1", "MAP", "MRR", "STS-B dev"))
     lines.append(f"| MiniLM (start) | - | - | {cells} |")
+    figures = {"MiniLM (start)": base}
     for name, ref in results.items():
         manifest = json.loads((root / ref["path"] / "_manifest.json").read_text())
         s = score(str(root / ref["path"] / "export"), held)
@@ -144,7 +135,10 @@ def main() -> None:
             f"| {name} | {rows_used} | {train_s:.0f} | {s['P@1']:.3f} | {s['MAP']:.3f} "
             f"| {s['MRR']:.3f} | {s['STS-B dev']:.3f} |"
         )
-    print("\n".join(lines))
+        figures[name] = {**s, "rows_trained_on": rows_used, "train_s": train_s}
+    show(*lines)
+    title = f"A TFCSG candidate on new titles plus replay x{args.replay:g} against the full corpus"
+    harness.record(args, title, show.lines, figures)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/nightly_soak.py [--nights 60] [--start 2000] [--per-night 20] [--workdir DIR]
         [--history-nights 5]
 
-A corpus folder of real StackOverflow titles with their tags (from `../shared/data`), `--start` titles in
+A corpus folder of real StackOverflow titles with their tags (from the shared data), `--start` titles in
 one TSV, grows by `--per-night` titles a night (1%), each night's file in the next of five formats (JSONL,
 gzip JSONL, Parquet, TSV, bz2 CSV). Each night, in this process (Prefect up once): `build-pairs` on the
 folder (what a GUR night builds: the shuffle's full copy per night is what retention must bound), then
@@ -35,16 +35,13 @@ import gzip
 import io
 import json
 import math
-import os
 import resource
-import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-STACKOVERFLOW = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+import harness
+from harness import shared_data
+
+STACKOVERFLOW = shared_data("stackoverflow", "train.tsv")
 FORMATS = ("jsonl", "jsonl.gz", "parquet", "tsv", "csv.bz2")
 
 
@@ -167,12 +164,12 @@ def history_nights(args: argparse.Namespace, rows: list[dict], corpus: Path, roo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    help_work = "the corpus, the soaked root and the cold one (name one to keep them for nightly_stage_cpu.py)"
+    parser = harness.parser(__doc__, workdir_help=help_work)
     parser.add_argument("--nights", type=int, default=60)
     parser.add_argument("--start", type=int, default=2000)
     parser.add_argument("--per-night", type=int, default=20)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--workdir", default="")
     parser.add_argument(
         "--history-nights",
         type=int,
@@ -191,7 +188,7 @@ def main() -> None:
     with open(STACKOVERFLOW, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     rows = rows[: args.start + (args.nights + args.history_nights) * args.per_night]
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="gur-soak-"))
+    work = harness.workdir(args)
     corpus, root = work / "corpus", work / "data"
     corpus.mkdir(parents=True, exist_ok=True)
     write_file(corpus / "start.tsv", rows[: args.start])
@@ -201,8 +198,9 @@ def main() -> None:
     config = work / "nightly.toml"
     config.write_text(config_text(corpus, model, args.steps), encoding="utf-8")
     table, freed_total, failed = [], 0, 0
-    print("| night | titles | data CPU s | train CPU s | decision | root MB | gc freed MB | without retention MB |")
-    print("|---|---|---|---|---|---|---|---|")
+    show = harness.Lines()
+    show("| night | titles | data CPU s | train CPU s | decision | root MB | gc freed MB | without retention MB |")
+    show("|---|---|---|---|---|---|---|---|")
     with prefect_test_harness(server_startup_timeout=120):
         for n in range(1, args.nights + 1):
             titles = add_night(corpus, rows, n, args.start, args.per_night)
@@ -214,11 +212,10 @@ def main() -> None:
             freed_total += result["freed"]
             size = size_of([root])
             table.append({"night": n, **result, "root": size, "without": size + freed_total})
-            print(
+            show(
                 f"| {n} | {titles} | {result['data']:.1f} | {result['train']:.1f} | "
                 f"{result['decision']} | {size / 1e6:.1f} | {result['freed'] / 1e6:.1f} | "
-                f"{(size + freed_total) / 1e6:.1f} |",
-                flush=True,
+                f"{(size + freed_total) / 1e6:.1f} |"
             )
         damaged = [r for r in verify_outputs(root) if r["status"] == "damaged"]
         kept = size_of(kept_builds_and_models(root))
@@ -227,19 +224,19 @@ def main() -> None:
         cold = size_of([cold_root])
         history = history_nights(args, rows, corpus, {"soaked": root, "fresh": cold_root}, config)
     last, tenth = table[-1], table[min(9, len(table) - 1)]
-    print(
-        f"\nroot after night {last['night']}: {last['root'] / 1e6:.1f} MB; its kept builds and models: "
+    show(
+        f"root after night {last['night']}: {last['root'] / 1e6:.1f} MB; its kept builds and models: "
         f"{kept / 1e6:.1f} MB ({last['root'] / kept:.2f}x; target 2x); one cold night of the same folder: "
         f"{cold / 1e6:.1f} MB ({last['root'] / cold:.2f}x); without retention {last['without'] / 1e6:.1f} MB"
     )
-    print(
+    show(
         f"data-stage CPU, night {last['night']} / night {tenth['night']}: {last['data'] / tenth['data']:.2f}x "
         "(target 1.25x)"
     )
     # One night's CPU varies by a third from night to night on a shared VM: the medians of the five nights
     # around each end say the same with less noise.
     early, late = around(table, tenth["night"]), around(table, last["night"])
-    print(
+    show(
         f"data-stage CPU, median of nights {early[0]}-{early[1]}: {early[2]:.2f} s, of nights {late[0]}-{late[1]}: "
         f"{late[2]:.2f} s ({late[2] / early[2]:.2f}x)"
     )
@@ -251,14 +248,16 @@ def main() -> None:
 
         soaked = statistics.median(h["soaked"] for h in ran)
         fresh = statistics.median(h["fresh"] for h in ran)
-        print(
+        show(
             f"history's cost: data-stage CPU of nights {ran[0]['night']}-{ran[-1]['night']}, medians, on the "
             f"soaked root {soaked:.2f} s, on a root with one cold night of the same folder {fresh:.2f} s "
             f"({soaked / fresh:.2f}x)"
         )
-    print(f"failed nights: {failed}; gur verify after the last night: {len(damaged)} damaged outputs")
-    summary = {"nights": table, "cold": cold, "kept": kept, "history": history}
+    show(f"failed nights: {failed}; gur verify after the last night: {len(damaged)} damaged outputs")
+    summary = {"nights": table, "cold": cold, "kept": kept, "history": history, "failed": failed}
     (work / "soak.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    title = f"{args.nights} nights on one data root with retention, {args.per_night} new titles a night"
+    harness.record(args, title, show.lines, summary)
 
 
 if __name__ == "__main__":

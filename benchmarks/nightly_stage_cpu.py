@@ -25,11 +25,10 @@ import collections
 import csv
 import shutil
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import nightly_soak as soak  # noqa: E402
+import harness
+import nightly_soak as soak
 
 
 def instrument(spent: collections.Counter) -> None:
@@ -81,7 +80,7 @@ def fresh_copy(parser: argparse.ArgumentParser, source: Path, work: Path) -> Pat
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("workdir", type=Path, help="a workdir of benchmarks/nightly_soak.py (copied, not changed)")
     parser.add_argument(
         "--nights",
@@ -129,7 +128,9 @@ def main() -> int:
     spent: collections.Counter = collections.Counter()
     instrument(spent)
     data, stages = [], collections.defaultdict(list)
-    print(f"{work}: {done} nights done; one warm night, then {args.nights} measured (CPU s)", flush=True)
+    print(f"{work}: {done} nights done", flush=True)
+    show = harness.Lines()
+    show(f"{done} nights done; one warm night, then {args.nights} measured (CPU s)")
     with prefect_test_harness(server_startup_timeout=120):
         for j in range(args.nights + 1):
             n = done + 1 + j
@@ -146,10 +147,13 @@ def main() -> int:
             for key, value in spent.items():
                 stages[key].append(value)
             shown = " ".join(f"{k}={v:.3f}" for k, v in sorted(spent.items()))
-            print(f"night {n}: data {result['data']:.2f} | {shown}", flush=True)
-    print(f"\nmedian of nights {done + 2}-{done + 1 + args.nights}: data {statistics.median(data):.3f}")
-    for key in sorted(stages):
-        print(f"  {key:<16} {statistics.median(stages[key]):.3f}")
+            show(f"night {n}: data {result['data']:.2f} | {shown}")
+    show(f"median of nights {done + 2}-{done + 1 + args.nights}: data {statistics.median(data):.3f}")
+    medians = {key: statistics.median(stages[key]) for key in sorted(stages)}
+    show("| stage | median CPU s |", "|---|---|", *(f"| {key} | {value:.3f} |" for key, value in medians.items()))
+    how = "in place" if args.in_place else "on a fresh root over its folder" if args.fresh_root else "on a copy"
+    title = f"A soaked workdir's nights {how}, {done} nights done: each stage's CPU in a fresh process"
+    harness.record(args, title, show.lines, {"nights_done": done, "data": data, "stage_medians": medians})
     return 0
 
 
