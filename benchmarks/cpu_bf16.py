@@ -49,7 +49,7 @@ def time_step(model, optimizer, batch, dtype: str) -> tuple[float, float, float]
 
 
 def main() -> None:
-    parser = harness.parser(__doc__, workdir_help="where all-mpnet-base-v2 is unpacked")
+    parser = harness.parser(__doc__, "/tmp/gur-bf16", "where all-mpnet-base-v2 is unpacked (once)")
     parser.add_argument("--models", nargs="+", default=["minilm", "mpnet"], choices=["minilm", "mpnet"])
     parser.add_argument("--kinds", nargs="+", default=["cross", "siamese"], choices=["cross", "siamese"])
     parser.add_argument("--steps", type=int, default=12, help="timed steps per precision (after 2 warm-up steps)")

@@ -73,7 +73,8 @@ def script_name() -> str:
 
 def parser(doc: str, workdir: str | None = "temp", workdir_help: str = "") -> argparse.ArgumentParser:
     """The script's options: its description (the docstring's first paragraph), `--record`, and `--workdir`
-    (`workdir="temp"`: a temporary folder by default; `"required"`: the script needs one; None: no option)."""
+    (`workdir="temp"`: a temporary folder by default; `"required"`: the script needs one; a path: that folder,
+    kept between runs, for a script whose reruns build on it; None: no option)."""
     p = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
     p.add_argument(
         "--record",
@@ -81,14 +82,10 @@ def parser(doc: str, workdir: str | None = "temp", workdir_help: str = "") -> ar
         help="write the figures as a dated entry of docs/results/ (the results log); without it nothing is written",
     )
     if workdir is not None:
-        default = "" if workdir == "temp" else None
-        what = workdir_help or "the work folder"
-        p.add_argument(
-            "--workdir",
-            required=workdir == "required",
-            default=default,
-            help=what + ("" if workdir == "required" else " (default: a temporary folder, removed at the end)"),
-        )
+        default = {"temp": "", "required": None}.get(workdir, workdir)
+        after = {"temp": " (default: a temporary folder, removed at the end)", "required": ""}
+        help_text = (workdir_help or "the work folder") + after.get(workdir, " (default: %(default)s, kept)")
+        p.add_argument("--workdir", required=workdir == "required", default=default, help=help_text)
     return p
 
 

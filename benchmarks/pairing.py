@@ -26,22 +26,20 @@ import argparse
 import contextlib
 import logging
 import random
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import harness
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tasks.pair.automaton import char_weight_table  # noqa: E402
-from tasks.pair.candidates import PairConfig, qualifying_pairs  # noqa: E402
-from tasks.pair.table import pair_table, sentence_arrays  # noqa: E402
-from tasks.split.sentences import normalize  # noqa: E402
+from tasks.pair.automaton import char_weight_table
+from tasks.pair.candidates import PairConfig, qualifying_pairs
+from tasks.pair.table import pair_table, sentence_arrays
+from tasks.split.sentences import normalize
 
 EN_WORDS = (
     "the of and to in a is that for it as was with be by on not he this are or his from at which but have an they "
@@ -263,7 +261,7 @@ def _reference_subset(table: pa.Table, max_pairs: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("--sentences", type=Path, action="append", default=[], help="a sentences parquet to add")
     parser.add_argument("--docs-50", type=int, default=40, help="generated 50-sentence documents per language")
     parser.add_argument("--docs-1000", type=int, default=1, help="generated 1,000-sentence documents per language")
@@ -292,24 +290,29 @@ def main(argv: list[str] | None = None) -> int:
         warm = pq.read_table(corpora[0][1]).slice(0, 60)  # compile / load the numba cache before timing
         pair_table(warm, config)
         qualifying_pairs(sentence_arrays(warm)[1], config)
-        print(f"rule={config.rule} thresholds={config.thresholds()} small_weight={config.small_weight}", flush=True)
+        rule = f"rule={config.rule} thresholds={config.thresholds()} small_weight={config.small_weight}"
+        print(rule, flush=True)
         header = (
             f"{'corpus':<16}{'sents':>6}{'MB':>6}{'ref sents':>10}{'gur s':>7}{'walk s':>7}{'ours s':>8}"
             f"{'vs gur':>8}{'vs walk':>8}{'same':>6}{'gur wrong':>10}{'pairs':>7}{'stage s':>8}{'MB/s':>6}"
             f"{'bare s':>7}{'stage/bare':>11}"
         )
         print(header, flush=True)
+        table, rows = [header], []  # fixed-width columns: a fenced block in the entry
         for name, path in corpora:
             r = run_corpus(name, path, args, config)
+            rows.append(r)
             same = "yes" if r["same_set"] else f"NO({r['set_diff']})"
-            print(
+            table.append(
                 f"{r['corpus']:<16}{r['sentences']:>6}{r['MB']:>6.2f}{r['ref_sentences']:>10}{r['gur_s']:>7.2f}"
                 f"{r['ref_s']:>7.2f}{r['ours_s']:>8.4f}{r['speedup_gur']:>7.0f}x{r['speedup_walk']:>7.0f}x{same:>6}"
                 f"{r['gur_wrong']:>10}{r['pairs']:>7}{r['stage_s']:>8.3f}{r['MB/s']:>6.1f}{r['bare_s']:>7.3f}"
-                f"{r['stage/bare']:>10.1f}x",
-                flush=True,
+                f"{r['stage/bare']:>10.1f}x"
             )
-            print(f"    qualifying pairs={r['qualifying']} counts={r['counts']}", flush=True)
+            table.append(f"    qualifying pairs={r['qualifying']} counts={r['counts']}")
+            print(*table[-2:], sep="\n", flush=True)
+    title = "Pairing: our pair stage against GUR's suffix automata" + (" (--quick)" if args.quick else "")
+    harness.record(args, title, [rule, "```", *table, "```"], {"rule": rule, "corpora": rows})
     return 0
 
 

@@ -8,7 +8,7 @@
     .venv/bin/python benchmarks/quality.py --report           # run nothing: tables, the rule, the frontier chart
     .venv/bin/python benchmarks/quality.py --only dev --ablations minilm mpnet "tfcsg from mpnet, bf16"
 
-Split: `../shared/data/stackoverflow/train.tsv` per tag in file order, the first 80% train, the last
+Split: the shared data's `stackoverflow/train.tsv` per tag in file order, the first 80% train, the last
 20% held out (12,800 / 3,200, like the paper's 16k / 4k). Keywords are mined and models trained on
 the training titles only, through the product's flows (`mine-keywords`, `train`), and never read
 the `tag` column; the training file handed to them has no tag column. Scores: question retrieval
@@ -32,24 +32,15 @@ default recipe from it (`./run.sh mpnet` installs it); `, bf16` rows train in bf
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-SHARED = REPO.parent / "shared" / "data"
+from harness import shared_data
 
 # name -> (method, TrainConfig overrides); run with every seed when in SEEDED, else with the first seed
 TRAINED: dict[str, tuple[str, dict]] = {
@@ -396,10 +387,9 @@ def frontier_plot(dev: dict[str, dict], path: Path, default: str = DEFAULT_ROW, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--stackoverflow", default=str(SHARED / "stackoverflow" / "train.tsv"))
-    parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-dev.csv"))
-    parser.add_argument("--workdir", default="/tmp/gur-quality", help="data root and results (default /tmp/...)")
+    parser = harness.parser(__doc__, "/tmp/gur-quality", "the data root and the results file, which reruns extend")
+    parser.add_argument("--stackoverflow", default=str(shared_data("stackoverflow", "train.tsv")))
+    parser.add_argument("--stsb", default=str(shared_data("stsb", "stsb-en-dev.csv")))
     parser.add_argument("--heldout-percent", type=int, default=20)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rows", nargs="+", default=list(HEADLINE), help="rows scored on the held-out part")
@@ -429,7 +419,7 @@ def main() -> None:
     from tasks.evaluate.data import load_stsb
 
     started = time.time()
-    work = Path(args.workdir).resolve()
+    work = harness.workdir(args).resolve()
     results_path = work / "quality.json"
     stsb = load_stsb(args.stsb)
     tables = {}
@@ -439,15 +429,19 @@ def main() -> None:
         tables["dev"] = run_split("dev", args.ablations, args, work / "data", results_path, stsb)
     if not args.report and args.only in (None, "test"):
         tables["test"] = run_split("test", args.rows, args, work / "data", results_path, stsb)
+    show = harness.Lines()
     if "dev" in tables and "minilm" in tables["dev"]:
         dev = json.loads(results_path.read_text())["dev"]  # every dev row run so far, this invocation's and earlier
         row, why = choose_default(dev)
-        print(f"\nthe rule on the dev split: {why}")
+        show(f"the rule on the dev split: {why}")
         print(f"frontier chart: {frontier_plot(dev, work / 'frontier.png', pick=row)}")
     for split, results in tables.items():
         title = "held-out part (3,200 titles)" if split == "test" else "dev part (2,560 titles; ablations)"
-        print(f"\n{title}\n\n" + table(results))
-    print(f"\nwall time {(time.time() - started) / 60:.1f} min; results {results_path}")
+        show(f"## {title}", table(results))
+    show(f"wall time {(time.time() - started) / 60:.1f} min")
+    print(f"results {results_path}")
+    parts = " and ".join({"test": "the held-out part", "dev": "the dev part"}[split] for split in tables)
+    harness.record(args, f"TFCSG and SimCSE against MiniLM and BM25 on StackOverflow: {parts}", show.lines, tables)
 
 
 if __name__ == "__main__":

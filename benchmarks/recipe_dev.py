@@ -1,6 +1,6 @@
 """Choose the documents recipe on a corpus's training side only: an inner held-out split, never the reported one.
 
-    .venv/bin/python benchmarks/recipe_dev.py --workdir /tmp/ladder2 --corpus python-docs [--variants coin,title,each]
+    .venv/bin/python benchmarks/recipe_dev.py --workdir WORK --corpus python-docs [--variants coin,title,each]
 
 The corpus ladder (benchmarks/corpus_ladder.py) reports each corpus's first night on its seeded 20% held out
 (`holdout_seed = 0`). Choosing the recipe on those records would tune to the split it reports. Here the
@@ -28,22 +28,13 @@ Figures are wall time on whatever machine runs it; run nothing else heavy beside
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-SHARED = REPO.parent / "shared" / "data"
-from document_variants import GUR_VARIANTS, VARIANTS  # noqa: E402
+import harness
+from document_variants import GUR_VARIANTS, VARIANTS
+from harness import shared_data
 
 TITLE, ICT, PAGE, STS = "inner title MRR@10", "inner ICT MRR@10", "inner page P@1", "STS-B train rho"
 
@@ -87,11 +78,11 @@ def prepare(root: Path) -> dict[str, dict[str, str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workdir", required=True, help="the corpus ladder's workdir (its first night has run)")
+    help_work = "the corpus ladder's workdir (its first night has run)"
+    parser = harness.parser(__doc__, workdir="required", workdir_help=help_work)
     parser.add_argument("--corpus", default="python-docs")
     parser.add_argument("--variants", default="coin,title,each")
-    parser.add_argument("--stsb", default=str(SHARED / "stsb" / "stsb-en-train.csv"))
+    parser.add_argument("--stsb", default=str(shared_data("stsb", "stsb-en-train.csv")))
     args = parser.parse_args()
 
     from corpus_ladder import build_corpus
@@ -102,8 +93,9 @@ def main() -> None:
     from storage.stage_output import ref_dir
     from tasks.nightly.holdout import HoldoutConfig, split_corpus
 
-    work = Path(args.workdir) / args.corpus
-    ladder_corpus, _, _ = build_corpus(args.corpus, Path(args.workdir))
+    ladder = harness.workdir(args)
+    work = ladder / args.corpus
+    ladder_corpus, _, _ = build_corpus(args.corpus, ladder)
     if not list((work / "data").glob("holdout/*/train")):  # the ladder's root: its split, as its night splits
         (work / "data").mkdir(parents=True, exist_ok=True)
         (work / "data" / "nightly.toml").write_text(f'[corpus]\npath = "{ladder_corpus}"\n', encoding="utf-8")
@@ -154,9 +146,13 @@ def main() -> None:
     extra = {STS: ("stsb", args.stsb)} if Path(args.stsb).is_file() else {}
     table = score(models, suites, extra)
     columns = [TITLE, ICT, PAGE, *extra]
-    print("\n| model | " + " | ".join(columns) + " |\n" + "|---" * (len(columns) + 1) + "|")
+    show = harness.Lines()
+    show("| model | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|")
     for model, row in table.items():
-        print(f"| {model} | " + " | ".join(f"{_value(row[c]):.3f}" for c in columns) + " |")
+        show(f"| {model} | " + " | ".join(f"{_value(row[c]):.3f}" for c in columns) + " |")
+    figures = {m: {c: _value(row[c]) for c in columns} for m, row in table.items()}
+    title = f"The documents recipe's variants on {args.corpus}'s inner split: {args.variants}"
+    harness.record(args, title, show.lines, {"corpus": args.corpus, "table": figures})
 
 
 if __name__ == "__main__":
