@@ -12,28 +12,20 @@ semantic_search re-normalises, so near-equal scores may swap places).
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import time
-from pathlib import Path
 
+import harness
 import numpy as np
+from harness import shared_data
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-from tasks.evaluate.search import exact_search  # noqa: E402
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from tasks.evaluate.search import exact_search
 
 
 def load_texts(n: int) -> list[str]:
     from tasks.evaluate.data import load_stackoverflow, load_stsb
 
-    texts = list(dict.fromkeys(load_stackoverflow(SHARED / "stackoverflow" / "train.tsv").texts))
-    pairs = load_stsb(SHARED / "stsb" / "stsb-en-train.csv")
+    texts = list(dict.fromkeys(load_stackoverflow(shared_data("stackoverflow", "train.tsv")).texts))
+    pairs = load_stsb(shared_data("stsb", "stsb-en-train.csv"))
     texts += [t for t in dict.fromkeys(pairs.a + pairs.b) if t not in set(texts)]
     if len(texts) < n:
         raise SystemExit(f"only {len(texts)} texts available, asked for {n}")
@@ -62,7 +54,7 @@ def compare(ours: tuple[np.ndarray, np.ndarray], theirs: list[list[dict]]) -> tu
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("--n", type=int, default=20_000)
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--random", action="store_true", help="random unit vectors instead of encoded texts")
@@ -72,12 +64,14 @@ def main() -> int:
     import torch
     from sentence_transformers.util import semantic_search
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, cuda={torch.cuda.is_available()}")
+    show = harness.Lines()
+    show(f"torch {torch.__version__}, {torch.get_num_threads()} threads, cuda={torch.cuda.is_available()}")
+    figures: dict = {"n": args.n, "k": args.k}
     if args.random:
         rng = np.random.default_rng(0)
         emb = rng.normal(size=(args.n, 384)).astype(np.float32)
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-        print(f"{args.n} random 384-d unit vectors")
+        show(f"{args.n} random 384-d unit vectors")
     else:
         from tasks.evaluate.models import resolve_model
 
@@ -86,7 +80,8 @@ def main() -> int:
         started = time.perf_counter()
         emb = model.encode(texts, batch_size=args.batch_size)
         encode_s = time.perf_counter() - started
-        print(f"encode {len(texts)} texts with MiniLM: {encode_s:.1f} s ({len(texts) / encode_s:.0f} texts/s)")
+        show(f"encode {len(texts)} texts with MiniLM: {encode_s:.1f} s ({len(texts) / encode_s:.0f} texts/s)")
+        figures["encode_s"] = encode_s
 
     started = time.perf_counter()
     ours = exact_search(emb, emb, args.k)
@@ -96,10 +91,14 @@ def main() -> int:
     theirs = semantic_search(tensor, tensor, top_k=args.k)
     theirs_s = time.perf_counter() - started
     same, ties, other = compare(ours, theirs)
-    print(f"exact_search     {args.n} x {args.n} top-{args.k}: {ours_s:.2f} s")
-    print(f"semantic_search  {args.n} x {args.n} top-{args.k}: {theirs_s:.2f} s")
-    print(f"time ratio semantic_search / exact_search: {theirs_s / ours_s:.2f}")
-    print(f"same ids: {same} rows; differing only among scores tied to 1e-5: {ties}; other differences: {other}")
+    show(f"exact_search     {args.n} x {args.n} top-{args.k}: {ours_s:.2f} s")
+    show(f"semantic_search  {args.n} x {args.n} top-{args.k}: {theirs_s:.2f} s")
+    show(f"time ratio semantic_search / exact_search: {theirs_s / ours_s:.2f}")
+    show(f"same ids: {same} rows; differing only among scores tied to 1e-5: {ties}; other differences: {other}")
+    figures.update(exact_search_s=ours_s, semantic_search_s=theirs_s, same=same, ties=ties, other=other)
+    vectors = "random unit vectors" if args.random else "MiniLM vectors"
+    title = f"Exact top-{args.k} search against semantic_search, {args.n:,} x {args.n:,} {vectors}"
+    harness.record(args, title, show.lines, figures)
     return 0 if other == 0 else 1
 
 

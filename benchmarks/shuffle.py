@@ -20,26 +20,23 @@ largest single process's `ru_maxrss`. `--sides` picks which run (default: all fo
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from harness import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from storage.shards import ROW_GROUP_SIZE  # noqa: E402
+from storage.shards import ROW_GROUP_SIZE
 
 WORDS = np.array(
     "the of and to in is that for it as was with be by on not this are or from at which have an they were "
@@ -248,12 +245,11 @@ def run_baseline(tsv: Path, out: Path, memory: str, shuf: bool = True) -> tuple[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = harness.parser(__doc__, workdir_help="where to generate")
     parser.add_argument("--sizes-gb", type=float, nargs="*", default=[1, 5], help="Parquet input sizes")
     parser.add_argument("--memory-limit", default="1GiB", help="memory limit for ours, sort -S for the baseline")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side (medians are printed)")
-    parser.add_argument("--workdir", type=Path, default=None, help="where to generate (default: a temp folder)")
-    parser.add_argument("--keep", action="store_true", help="keep the generated data (reused by the next run)")
+    parser.add_argument("--keep", action="store_true", help="keep the generated data in --workdir for the next run")
     parser.add_argument(
         "--baseline",
         choices=["sort-shuf", "sort-only"],
@@ -263,8 +259,9 @@ def main() -> None:
     )
     parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES), help="what to run (default: all)")
     args = parser.parse_args()
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="gur-shuffle-bench-"))
-    print(f"cores={os.cpu_count()} memory_limit={args.memory_limit} repeat={args.repeat} workdir={work}", flush=True)
+    work, show, sizes = harness.workdir(args), harness.Lines(), []
+    print(f"workdir={work}", flush=True)
+    show(f"cores={os.cpu_count()} memory_limit={args.memory_limit} repeat={args.repeat}")
     for size in args.sizes_gb:
         case = work / f"{size:g}GB"
         inputs, tsv = case / "pairs", case / "pairs.tsv"
@@ -306,43 +303,45 @@ def main() -> None:
                 if f"{name}_s" in summary:
                     summary[f"ours_over_{name}"] = round(ours_s / summary[f"{name}_s"], 2)
         if not (ours and base):
-            print(json.dumps({**summary, **_ours_summary(ours, rows)}), flush=True)
+            sizes.append({**summary, **_ours_summary(ours, rows)})
+            show(json.dumps(sizes[-1]))
             shutil.rmtree(case / "ours", ignore_errors=True)
             if not args.keep:
                 shutil.rmtree(case)
             continue
         ours_s = statistics.median(r[0] for r in ours)
         base_s = statistics.median(r[0] for r in base)
-        print(
-            json.dumps(
-                {
-                    **summary,
-                    "input_GB": round(sum(p.stat().st_size for p in inputs.glob("*.parquet")) / 1e9, 2),
-                    "tsv_GB": round(tsv.stat().st_size / 1e9, 2),
-                    "rows": rows,
-                    "rows_out": ours[-1][3]["rows_out"],
-                    "generate_s": round(gen_s, 1),
-                    "ours_s": round(ours_s, 1),
-                    "ours_runs_s": [round(r[0], 1) for r in ours],
-                    "ours_rows_per_s": round(rows / ours_s),
-                    "ours_peak_tree_MB": round(max(r[1] for r in ours)),
-                    "ours_peak_process_MB": round(max(r[2] for r in ours)),
-                    "ours_partitions": ours[-1][3]["partitions"],
-                    "baseline": args.baseline,
-                    "baseline_s": round(base_s, 1),
-                    "baseline_runs_s": [round(r[0], 1) for r in base],
-                    "baseline_rows_per_s": round(rows / base_s),
-                    "baseline_rows_out": base[-1][3],  # distinct lines: exact bytes, no normalization
-                    "baseline_peak_tree_MB": round(max(r[1] for r in base)),
-                    "baseline_peak_process_MB": round(max(r[2] for r in base)),
-                    "speedup": round(base_s / ours_s, 2),
-                }
-            ),
-            flush=True,
+        sizes.append(
+            {
+                **summary,
+                "input_GB": round(sum(p.stat().st_size for p in inputs.glob("*.parquet")) / 1e9, 2),
+                "tsv_GB": round(tsv.stat().st_size / 1e9, 2),
+                "rows": rows,
+                "rows_out": ours[-1][3]["rows_out"],
+                "generate_s": round(gen_s, 1),
+                "ours_s": round(ours_s, 1),
+                "ours_runs_s": [round(r[0], 1) for r in ours],
+                "ours_rows_per_s": round(rows / ours_s),
+                "ours_peak_tree_MB": round(max(r[1] for r in ours)),
+                "ours_peak_process_MB": round(max(r[2] for r in ours)),
+                "ours_partitions": ours[-1][3]["partitions"],
+                "baseline": args.baseline,
+                "baseline_s": round(base_s, 1),
+                "baseline_runs_s": [round(r[0], 1) for r in base],
+                "baseline_rows_per_s": round(rows / base_s),
+                "baseline_rows_out": base[-1][3],  # distinct lines: exact bytes, no normalization
+                "baseline_peak_tree_MB": round(max(r[1] for r in base)),
+                "baseline_peak_process_MB": round(max(r[2] for r in base)),
+                "speedup": round(base_s / ours_s, 2),
+            }
         )
+        show(json.dumps(sizes[-1]))
         shutil.rmtree(case / "ours", ignore_errors=True)
         if not args.keep:
             shutil.rmtree(case)
+    gigabytes = ", ".join(f"{size:g} GB" for size in args.sizes_gb)
+    title = f"Dedup and global shuffle against {', '.join(args.sides)} at {gigabytes}"
+    harness.record(args, title, show.lines, {"sizes": sizes})
 
 
 def _ours_summary(ours: list, rows: int) -> dict:

@@ -20,17 +20,11 @@ recurrent < InferSent < transformers), S-BERT MiniLM and the MiniLM cross-encode
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import harness
 
 GROUPS = {  # the survey's ordering: each group's best must beat the previous group's best
     "averages": ("w2v-sg", "w2v-cbow", "glove"),
@@ -89,7 +83,7 @@ def main() -> int:
     from storage.layout import data_root
     from tasks.sts.families import CPU_TABLE, PAPER_TABLE, parse_family
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir=None)
     parser.add_argument("families", nargs="*", help="families (default: the preset's table)")
     parser.add_argument("--lang", default="en", choices=["en", "zh"])
     parser.add_argument("--preset", default="cpu", choices=["cpu", "paper"])
@@ -107,10 +101,12 @@ def main() -> int:
         parse_family(family)
     files = sts_files(args.lang, args.train, args.dev, args.test, args.holdout)
     root = data_root(args.root)
-    print(f"STS-B {args.lang}, preset {args.preset}, seed {args.seed}, data root {root}")
-    header = f"{'family':<18} {'split':<13} {'MSE':>6} {'Pearson':>8} {'Spearman':>9} {'wall s':>8}  notes"
-    print(header + "\n" + "-" * len(header), flush=True)
+    print(f"data root {root}")
+    show = harness.Lines()
+    show(f"STS-B {args.lang}, preset {args.preset}, seed {args.seed}")
+    show("| family | split | MSE | Pearson | Spearman | wall s | notes |", "|---|---|---|---|---|---|---|")
     spearman: dict[str, dict[str, float]] = {}
+    rows = []
     total, started = 0.0, time.perf_counter()
     for family in families:
         manifest, cached = run_unit(family, files, args.seed, args.preset, root)
@@ -118,14 +114,16 @@ def main() -> int:
         total += wall
         for dataset, m in unit_metrics(root, manifest).items():
             spearman.setdefault(dataset, {})[family] = m["spearman"]
-            print(
-                f"{family:<18} {dataset:<13} {m['mse']:>6.3f} {m['pearson']:>8.4f} {m['spearman']:>9.4f} "
-                f"{wall:>8.0f}{' cached' if cached else ''}  {manifest.get('detail', '')}",
-                flush=True,
+            rows.append({"family": family, "split": dataset, **m, "wall_s": wall, "cached": cached})
+            show(
+                f"| {family} | {dataset} | {m['mse']:.3f} | {m['pearson']:.4f} | {m['spearman']:.4f} | "
+                f"{wall:.0f}{' cached' if cached else ''} | {harness.cell(manifest.get('detail', ''))} |"
             )
-    print(f"\nsum of unit wall times {total / 60:.1f} min; this run {(time.perf_counter() - started) / 60:.1f} min")
+    show(f"sum of unit wall times {total / 60:.1f} min; this run {(time.perf_counter() - started) / 60:.1f} min")
     for dataset, values in spearman.items():
-        print("\n".join(check_targets(values, dataset)))
+        show(*check_targets(values, dataset))
+    title = f"The supervised STS table on STS-B {args.lang}, preset {args.preset}"
+    harness.record(args, title, show.lines, {"rows": rows})
     return 0
 
 

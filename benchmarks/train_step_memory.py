@@ -7,27 +7,23 @@ pages) for a few steps under each setting, one after the other in fresh processe
 peak resident memory, its step loop's seconds a step and its CPU seconds:
 
     .venv/bin/python benchmarks/train_step_memory.py \
-        --config /tmp/ladder9/docs-100k/data/train/1beb62af72502a33/config.json --steps 30
+        --config WORK/docs-100k/data/train/1beb62af72502a33/config.json --steps 30
 
 Wall seconds on a loaded machine mislead; read the CPU seconds and the ratio of the two rows of one run.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import resource
+import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import harness
+from harness import REPO
 
 SETTINGS = {"attention dropout 0.1 (MiniLM's)": 0.1, "attention dropout 0 (the preset)": 0.0}
 
@@ -37,6 +33,7 @@ def run_once(config: dict, attention_dropout: float, steps: int, work: Path) -> 
     from large_corpus import TreeMemory
 
     out = work / f"run-{attention_dropout:g}"
+    shutil.rmtree(out, ignore_errors=True)  # a run folder kept from before would resume, not start
     run = dict(config, out_dir=str(out), max_steps=steps, epochs=0.0, attention_dropout=attention_dropout)
     run.update(eval_every=0, export=False, ckpt_every=steps, ckpt_every_s=0.0, interpolate=1.0)
     path = work / f"config-{attention_dropout:g}.json"
@@ -63,25 +60,24 @@ def run_once(config: dict, attention_dropout: float, steps: int, work: Path) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, workdir_help="the runs' folders")
     parser.add_argument("--config", required=True, help="a documents training run's config.json (a night's)")
     parser.add_argument("--steps", type=int, default=30, help="training steps a setting (default 30)")
-    parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args(argv)
     config = json.loads(Path(args.config).read_text())
     if config.get("method") != "documents":
         raise SystemExit(f"{args.config}: a documents run's config, not {config.get('method')!r}")
-    rows = {}
-    with tempfile.TemporaryDirectory(prefix="train-step-memory-") as tmp:
-        for name, value in SETTINGS.items():
-            rows[name] = run_once(config, value, args.steps, Path(tmp))
-            r = rows[name]
-            print(f"{name}: peak {r['peak_gib']:.2f} GiB, {r['step_s']:.2f} s a step (step loop, wall), "
-                  f"{r['cpu_s']:.0f} CPU s for the run ({r['wall_s']:.0f} s wall)", flush=True)  # fmt: skip
+    rows, work, show = {}, harness.workdir(args), harness.Lines()
+    for name, value in SETTINGS.items():
+        rows[name] = r = run_once(config, value, args.steps, work)
+        show(
+            f"{name}: peak {r['peak_gib']:.2f} GiB, {r['step_s']:.2f} s a step (step loop, wall), "
+            f"{r['cpu_s']:.0f} CPU s for the run ({r['wall_s']:.0f} s wall)"
+        )
     old, new = rows.values()
-    print(f"ratio (0 / 0.1): peak {new['peak_gib'] / old['peak_gib']:.2f}, step {new['step_s'] / old['step_s']:.2f}")
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1))
+    show(f"ratio (0 / 0.1): peak {new['peak_gib'] / old['peak_gib']:.2f}, step {new['step_s'] / old['step_s']:.2f}")
+    title = f"The documents recipe's step with and without attention dropout ({args.steps} steps)"
+    harness.record(args, title, show.lines, rows)
     return 0
 
 
