@@ -25,8 +25,8 @@ step loop and its clustering of the documents those steps show, and the rest of 
 does not grow with the steps; the two newest
 label-free evaluation units, one model's title and ICT, a trained model's where the root has them: seconds per
 suite document per model (each task's own time, not one's twice), and the guard's (a trained model's too); the
-newest embed output of EMBED_SAMPLE documents or more: seconds per embedded document), else DEFAULT_RATES, on the
-2-core development VM (docs/nightly.md).
+newest embed output of EMBED_SAMPLE documents or more: seconds per embedded document), else DEFAULT_RATES, the
+2-core development VM's (measured on the large rung's nights: docs/results/).
 """
 
 from __future__ import annotations
@@ -47,14 +47,17 @@ DEFAULT_MINUTES = 180.0
 # an embed output that embedded fewer documents is mostly its start (the model, the reused shards read): a night
 # that embedded a few hundred new ones would predict a whole re-embedding at several times its cost
 EMBED_SAMPLE = 1000
-AUTO_REPLAY = 1.0  # older rows per new one: a TFCSG night on new + x1 matched the full corpus (docs/nightly.md)
+# older rows per new one: a TFCSG candidate on what is new plus as much again matched one on the full corpus
+# (docs/results/2026-11-25-nightly-replay-candidate.md)
+AUTO_REPLAY = 1.0
 
 
 @dataclass(frozen=True)
 class Rates:
     """Seconds per unit of work on this machine, and where each figure came from."""
 
-    # the documents recipe, batch 32 x 256-token passages, 2 cores (benchmarks/train_step_memory.py on the large rung)
+    # the documents recipe, batch 32 x 256-token passages, on the development VM's 2 cores (benchmarks/
+    # train_step_memory.py: docs/results/2026-12-06-train-step-memory-attention-dropout.md)
     train_step_s: float = 4.7
     train_start_s: float = 60.0  # a run's time outside its steps (loading, clustering, the export); 0: in the rate
     suite_doc_s: float = 0.075  # one model: the label-free tasks' share of one held-out document (float32)

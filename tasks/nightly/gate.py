@@ -3,17 +3,24 @@ input, the primary metric's paired gain is larger than its noise (its bootstrap 
 the margin and the permutation p-value is below 1 - confidence) and no guard metric drops by more
 than its allowance; a missing metric refuses. An export `gur rollback` took back is never promoted by a night.
 `judge` is what a night calls: the evidence from its evaluation units, the paired test, the decision.
+
+    result = evaluate(**gate_evaluation(night, [candidate, reference]))     # the evaluate flow's parameters
+    judged = judged_night(night, result, candidate, reference)             # metrics, evidence, test, decision
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storage.champion import rolled_back
-from tasks.nightly.report import primary_evidence
+from tasks.nightly.config import GateSection
+from tasks.nightly.report import metrics_by_model, primary_evidence
 from tasks.nightly.significance import PairedTest, paired_test
+
+if TYPE_CHECKING:
+    from tasks.nightly.night import Night
 
 
 @dataclass(frozen=True)
@@ -103,3 +110,39 @@ def test_columns(test: PairedTest | None) -> dict[str, float | int | None]:
         "confidence": test.confidence,
         "queries": test.n,
     }
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The candidate and the model in use, scored on the night's suite, and the gate's decision on them."""
+
+    decision: Decision
+    evidence: dict[str, Any]
+    test: PairedTest | None
+    metrics: dict[str, dict[str, float]]  # model -> metric -> value
+    metrics_ref: dict[str, str]  # the evaluate output the metrics came from
+    gate: GateSection  # the gate section, its primary metric resolved
+
+
+def gate_evaluation(night: Night, models: list[str]) -> dict[str, Any]:
+    """The evaluate flow's parameters for the gate: `models` on the night's suite and its guards."""
+    e, suite = night.cfg.evaluate, night.suite
+    return {
+        "models": models,
+        "stackoverflow": suite.stackoverflow,
+        "stsb": e.stsb,
+        "lee": e.lee,
+        "demo_retrieval": False,
+        "beir": [*e.beir, *suite.beir],
+        "question_queries": e.question_queries,
+        "root": str(night.base),
+    }
+
+
+def judged_night(night: Night, result: dict[str, Any], candidate: str, reference: str) -> Judged:
+    """The gate on the evaluate flow's `result` for the candidate and the model it is judged against."""
+    metrics = metrics_by_model(night.base, result["metrics"])
+    g = night.cfg.gate
+    g = g if g.primary != "auto" else replace(g, primary=night.suite.primary)
+    decision, evidence, test = judge(night.base, result["units"], metrics, g, candidate, reference)
+    return Judged(decision, evidence, test, metrics, result["metrics"], g)

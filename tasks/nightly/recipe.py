@@ -5,13 +5,18 @@ bodies (manual sections, wiki pages, support articles) get the `documents` recip
 title -> body and inverse-cloze pairs of the corpus's own documents, which TFCSG, cutting every text
 to 32 tokens, never sees. A record has a body when its text holds two sentences or more and at least
 BODY_WORDS words; the corpus is long-document when at least half of a sample of its training side
-has one. docs/nightly.md ("Which recipe a corpus gets") has the figures behind the rule.
+has one. The figures behind the rule are the corpus ladder's first nights in the results log (docs/results/).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from models.training.presets import DOCUMENT_PRESETS
+from tasks.ingest.readers import Record, read_corpus
+from tasks.nightly.config import CorpusConfig, TrainSection
+from tasks.split.sentences import split_sentences
 
 # `method = "gur"` in a night: GUR's pairs and losses on the model in use (a bert2bert warm start), in the
 # start's pooling and at a fine-tune's rate after 10 warm-up steps (on 2 cores about 150 steps fit), stopped
@@ -34,8 +39,6 @@ class Shape:
 
 
 def has_body(text: str) -> bool:
-    from tasks.split.sentences import split_sentences
-
     return len(text.split()) >= BODY_WORDS and len(split_sentences(text)) >= 2
 
 
@@ -44,11 +47,9 @@ def corpus_shape(texts: list[str]) -> Shape:
     return Shape(len(texts), sum(has_body(t) for t in texts), words[len(words) // 2] if words else 0)
 
 
-def sample_texts(corpus, limit: int = SAMPLE) -> list[str]:
+def sample_texts(corpus: CorpusConfig, limit: int = SAMPLE) -> list[str]:
     """The text of the first `limit` records of the corpus the night trains on (a `CorpusConfig`: the training
     mirror's JSON Lines, or the user's folder), read by ingest's readers; rejects are skipped."""
-    from tasks.ingest.readers import Record, read_corpus
-
     texts: list[str] = []
     for item in read_corpus(Path(corpus.path), corpus.reader()):
         if isinstance(item, Record):
@@ -67,3 +68,18 @@ def choose_method(shape: Shape) -> tuple[str, str]:
     if shape.long_documents:
         return "documents", f"method auto -> documents: {seen}"
     return "tfcsg", f"method auto -> tfcsg (short texts): {seen}"
+
+
+def resolve_method(train: TrainSection, corpus: CorpusConfig) -> TrainSection:
+    """`method = "auto"`: the training section with the recipe for the corpus's shape, said in one line. Given
+    the training side, so the held-out records never decide it."""
+    if train.method != "auto":
+        return train
+    method, why = choose_method(corpus_shape(sample_texts(corpus)))
+    print(why)
+    return replace(train, method=method)
+
+
+def documents_gur_share(train: TrainSection) -> float:
+    """The share of a documents candidate's batches that are GUR's pairs: `[train] options`, else the preset's."""
+    return float(train.options.get("gur_share", DOCUMENT_PRESETS["cpu"].get("gur_share", 0.0)))

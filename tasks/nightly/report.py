@@ -6,11 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from prefect.artifacts import create_markdown_artifact
+
+from models.training.presets import DOCUMENT_PRESETS, PRESETS, resolve_preset
 from storage.fingerprint import fingerprint
 from storage.layout import recorded_path
 from storage.shards import read_shard
 from storage.stage_output import ref_complete, ref_dir, ref_manifest
-from tasks.nightly.config import NightlyConfig
+from tasks.evaluate.suite import DatasetSpec
+from tasks.evaluate.task import QUERIES
+from tasks.nightly.config import KeywordsSection, TrainSection
+from tasks.nightly.recipe import GUR_NIGHT
 from tasks.nightly.significance import PairedTest
 from tasks.runtime.artifacts import publish_or_warn
 
@@ -42,11 +49,6 @@ def primary_evidence(
     dataset: each model's per-query values (aligned by query, None when missing or when the two units
     scored different texts), the candidate's overlap with its training input (None: unknown) and the
     suite's texts fingerprint."""
-    import numpy as np
-
-    from tasks.evaluate.suite import DatasetSpec
-    from tasks.evaluate.task import QUERIES
-
     dataset, task, metric = primary.split("/", 2)
     metric, _, k = metric.partition("@")
     found: dict[str, tuple[dict, dict[int, float]]] = {}
@@ -75,19 +77,16 @@ def primary_evidence(
     }
 
 
-def training_settings(cfg: NightlyConfig) -> str:
-    """What, besides the data, decides the candidate: a new value here means something new to train. A
-    question preset counts by its values, not its name: a release that changes `cpu` retrains once."""
-    from models.training.presets import DOCUMENT_PRESETS, PRESETS, resolve_preset
-
-    preset = PRESETS[resolve_preset(cfg.train.preset, gpu=False)] if cfg.train.method == "tfcsg" else {}
-    if cfg.train.method == "documents":
+def training_settings(train: TrainSection, keywords: KeywordsSection) -> str:
+    """What, besides the data, decides the candidate: a new value here means something new to train. `train`
+    with its method resolved. A question preset counts by its values, not its name: a release that changes
+    `cpu` retrains once."""
+    preset = PRESETS[resolve_preset(train.preset, gpu=False)] if train.method == "tfcsg" else {}
+    if train.method == "documents":
         preset = DOCUMENT_PRESETS["cpu"]
-    if cfg.train.method == "gur":
-        from tasks.nightly.recipe import GUR_NIGHT
-
+    if train.method == "gur":
         preset = GUR_NIGHT
-    return fingerprint("nightly-train", "v1", {"train": cfg.train, "keywords": cfg.keywords, "preset": preset})
+    return fingerprint("nightly-train", "v1", {"train": train, "keywords": keywords, "preset": preset})
 
 
 NIGHT_COUNTS = ("files_new", "files_changed", "files_removed", "documents_new", "documents_removed", "rejects_new")
@@ -175,8 +174,6 @@ def publish(markdown: str) -> None:
     decision."""
 
     def make() -> None:
-        from prefect.artifacts import create_markdown_artifact
-
         create_markdown_artifact(markdown, key="nightly-decision", description="nightly-retrain decision")
 
     publish_or_warn(make, "nightly-decision")

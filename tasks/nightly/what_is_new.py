@@ -1,6 +1,7 @@
 """How much of a training input is new since an earlier one, counted as the recipe marks it: what the night's
 plan sizes a replay run by (tasks/nightly/budget.py), before the trainer reads the rows itself
-(models/training/replay.py)."""
+(models/training/replay.py). The readers are imported where a count is made: they bring PyTorch, which a night
+that counts nothing (a first night, an epoch that fits) never needs before its training."""
 
 from __future__ import annotations
 

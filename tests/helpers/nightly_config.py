@@ -68,3 +68,15 @@ def mixed_folder(folder: Path, rows: list[dict]) -> Path:
         pa.Table.from_pylist([{k: r[k] for k in ("id", "title", "tag")} for r in parts[3]]), folder / "d.parquet"
     )
     return folder
+
+
+def night_of(cfg, base: Path, suite, started: float | None = None, champion: dict | None = None, corpus=None):
+    """A `Night` (tasks/nightly/night.py) as `open_night` would make it, from a loaded config and a suite, for the
+    steps tested alone: the corpus as configured unless the training side is given."""
+    import time
+
+    from tasks.nightly.night import Night, start_of
+
+    started = time.time() if started is None else started
+    corpus = cfg.corpus if corpus is None else corpus
+    return Night(cfg, base, "test-night", started, corpus, cfg.train, suite, champion, start_of(cfg, champion))

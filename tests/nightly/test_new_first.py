@@ -94,10 +94,11 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
     import time
     from types import SimpleNamespace
 
-    from flows.nightly_retrain import night_plan
     from tasks.nightly.budget import full_steps
     from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.plan import night_plan
     from tasks.nightly.what_is_new import count_new
+    from tests.helpers.nightly_config import night_of
 
     docs = wiki_documents(60, sentences=5)
     changed = dict(docs[3], text=docs[3]["text"] + " A sentence added to this section tonight.")
@@ -125,7 +126,8 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
             f"[budget]\nminutes = {minutes}\n",
             encoding="utf-8",
         )  # no guard, no suite: the gate costs nothing, the default rates (4.7 s a step, 60 s start) are the root's
-        return night_plan(load_nightly_config(path), base, suite, time.time(), inputs, champ)
+        night = night_of(load_nightly_config(path), base, suite, time.time(), champ)
+        return night_plan(night, inputs, (0.0, 0.0))
 
     epoch, replayed = full_steps(60, 4, 1.0, 0.2), full_steps(32, 4, 1.0, 0.2)  # 16 new + 16 older
     roomy, ratio = plan('"auto"', 180)  # the epoch fits: everything, as on a small corpus
@@ -154,9 +156,10 @@ def test_a_night_run_again_after_a_stop_keeps_its_plan_so_its_training_resumes(t
     import time
     from types import SimpleNamespace
 
-    from flows.nightly_retrain import night_plan
     from tasks.nightly.config import load_nightly_config
     from tasks.nightly.kept_plan import plan_path
+    from tasks.nightly.plan import night_plan
+    from tests.helpers.nightly_config import night_of
 
     base = tmp_path / "root"
     (base / "split" / ("a" * 16)).mkdir(parents=True)
@@ -171,7 +174,8 @@ def test_a_night_run_again_after_a_stop_keeps_its_plan_so_its_training_resumes(t
             f"[evaluate]\nstsb = []\n[gate]\nguards = {{}}\n[budget]\nminutes = {minutes}\n",
             encoding="utf-8",
         )  # no guard, no suite: 180 s leave 102 for steps after the reserve and the start, less what was spent
-        return night_plan(load_nightly_config(path), base, suite, time.time() - spent, inputs, None)
+        night = night_of(load_nightly_config(path), base, suite, time.time() - spent)
+        return night_plan(night, inputs, (0.0, 0.0))
 
     stopped, _ = plan(3, spent=30)  # the data stages took 30 s: 15 of the epoch's 19 steps fit
     assert (stopped.steps, stopped.full_steps, stopped.kept) == (15, 19, {})

@@ -211,17 +211,18 @@ def test_a_changed_preset_is_something_new_to_train(tmp_path, monkeypatch):
     path = tmp_path / "nightly.toml"
     path.write_text('[corpus]\npath = "docs"\n[train]\nmethod = "tfcsg"\npreset = "cpu"\n')
     cfg = load_nightly_config(path)
-    before = training_settings(cfg)
-    assert training_settings(load_nightly_config(path)) == before  # stable: same file, same preset
+    before = training_settings(cfg.train, cfg.keywords)
+    again = load_nightly_config(path)
+    assert training_settings(again.train, again.keywords) == before  # stable: same file, same preset
     monkeypatch.setitem(train_presets.PRESETS, "cpu", {**train_presets.PRESETS["cpu"], "s2s_weight": 3.0})
-    assert training_settings(cfg) != before
+    assert training_settings(cfg.train, cfg.keywords) != before
     # the documents recipe's preset counts by its values too
-    documents = replace(cfg, train=replace(cfg.train, method="documents"))
-    before = training_settings(documents)
+    documents = replace(cfg.train, method="documents")
+    before = training_settings(documents, cfg.keywords)
     preset = train_presets.DOCUMENT_PRESETS["cpu"]
     changed = {**preset, "passage_len": 2 * preset["passage_len"]}
     monkeypatch.setitem(train_presets.DOCUMENT_PRESETS, "cpu", changed)
-    assert training_settings(documents) != before
+    assert training_settings(documents, cfg.keywords) != before
 
 
 PRIMARY = "stackoverflow-holdout/question_retrieval/precision@1"  # the held-out share of the corpus

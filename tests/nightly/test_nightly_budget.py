@@ -119,9 +119,12 @@ def test_units_on_disk_are_the_ones_the_gates_evaluation_reuses(tmp_path):
     """The plan's check against the real evaluate flow: a model's units are on disk after it scored the gate's
     suite and guard; a changed suite file is new, the guard's units are not."""
     from flows.evaluate import evaluate
-    from flows.nightly_retrain import gate_evaluation, units_on_disk
+    from flows.nightly_retrain import gate_units
     from tasks.nightly.config import load_nightly_config
-    from tasks.nightly.holdout import gate_suite
+    from tasks.nightly.gate import gate_evaluation
+    from tasks.nightly.gate_suite import gate_suite
+    from tasks.nightly.plan import units_on_disk
+    from tests.helpers.nightly_config import night_of
     from tests.helpers.shared_data import require_shared
     from tests.helpers.sts_fixtures import STSB, stsb_rows, write_csv
 
@@ -138,14 +141,21 @@ def test_units_on_disk_are_the_ones_the_gates_evaluation_reuses(tmp_path):
         encoding="utf-8",
     )
     base = tmp_path / "data"
-    cfg, suite = gate_suite(load_nightly_config(config), base)
-    assert units_on_disk(cfg, base, suite, "glove") == (0.0, 0.0)
-    result = evaluate(**gate_evaluation(cfg, base, suite, ["glove"]))
+    cfg = load_nightly_config(config)
+    corpus, suite = gate_suite(cfg, base)
+    assert corpus == cfg.corpus  # a named suite: the corpus as configured trains
+    night = night_of(cfg, base, suite, corpus=corpus)
+
+    def on_disk(model: str) -> tuple[float, float]:
+        return units_on_disk(base, gate_units(night, model))
+
+    assert on_disk("glove") == (0.0, 0.0)
+    result = evaluate(**gate_evaluation(night, ["glove"]))
     assert len(result["units"]) == 2
-    assert units_on_disk(cfg, base, suite, "glove") == (1.0, 1.0)
-    assert units_on_disk(cfg, base, suite, "bm25") == (0.0, 0.0)  # another model: nothing of its own on disk
+    assert on_disk("glove") == (1.0, 1.0)
+    assert on_disk("bm25") == (0.0, 0.0)  # another model: nothing of its own on disk
     suite_file.write_text("".join(titles.read_text(encoding="utf-8").splitlines(True)[:191]), encoding="utf-8")
-    assert units_on_disk(cfg, base, suite, "glove") == (0.0, 1.0)  # a changed suite: scored again, the guard not
+    assert on_disk("glove") == (0.0, 1.0)  # a changed suite: scored again, the guard not
 
 
 def test_a_kept_plan_keeps_its_steps_whatever_time_is_left_and_counts_only_the_steps_not_done():

@@ -18,16 +18,10 @@ from models.training.presets import resolve_preset
 from samples.wiki_docs import wiki_documents
 from tasks.evaluate.data import load_beir, load_stackoverflow
 from tasks.ingest.readers import ReaderConfig, Record, read_corpus
-from tasks.nightly.holdout import (
-    ICT_TASK,
-    PAIR_TASK,
-    TITLE_TASK,
-    HoldoutConfig,
-    held_out,
-    label_free_tasks,
-    split_corpus,
-    suite_sample,
-)
+from tasks.nightly.config import ICT_TASK, PAIR_TASK, TITLE_TASK
+from tasks.nightly.holdout import HoldoutConfig, held_out, split_corpus
+from tasks.nightly.label_free import label_free_tasks
+from tasks.nightly.suite_files import suite_sample
 
 ROWS = [(str(i), f"question number {i} about {tag}", tag) for i, tag in enumerate(["git", "java", "sql"] * 40)]
 QUESTIONS = HoldoutConfig(text_field="title", title_field="")  # StackOverflow titles: the text is the title

@@ -38,17 +38,18 @@ def test_auto_gives_short_titles_tfcsg_and_documents_with_bodies_the_documents_r
 
 def test_auto_on_a_question_corpus_trains_what_an_explicit_tfcsg_night_trained(tmp_path):
     """The same training settings (so the same candidate fingerprint and figures), decided on the training side."""
-    from flows.nightly_retrain import resolve_method
     from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.recipe import resolve_method
     from tasks.nightly.report import training_settings
 
     corpus = mixed_folder(tmp_path / "corpus", titles(200))
     path = write_config(tmp_path / "n.toml", corpus, tmp_path / "model", lr=1e-3)
     explicit = load_nightly_config(path)
     auto = replace(explicit, train=replace(explicit.train, method="auto"))
-    chosen = resolve_method(auto)
-    assert chosen.train.method == "tfcsg" and chosen.train == explicit.train
-    assert training_settings(chosen) == training_settings(explicit)
+    chosen = resolve_method(auto.train, auto.corpus)
+    assert chosen.method == "tfcsg" and chosen == explicit.train
+    assert training_settings(chosen, auto.keywords) == training_settings(explicit.train, explicit.keywords)
+    assert auto.train.method == "auto"  # the configuration as loaded is not rewritten
 
 
 def test_document_pairs_are_seeded_mask_their_own_document_and_cut_the_ict_sentence_out(tmp_path, wiki):
@@ -335,12 +336,12 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     assert ref in manifest["upstream"]
     assert manifest["config"]["gur_share"] > 0 and manifest["rows"]["gur_pairs"] > 0
     # what the next night is judged new by: the shuffle output when GUR's pairs train, else (the default) the split
-    from flows.nightly_retrain import documents_gur_share
     from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.recipe import documents_gur_share
 
     assert read_champion(root)["data"] == ref
-    assert documents_gur_share(load_nightly_config(good)) == 0.5
-    assert documents_gur_share(load_nightly_config(bad)) == 0.0
+    assert documents_gur_share(load_nightly_config(good).train) == 0.5
+    assert documents_gur_share(load_nightly_config(bad).train) == 0.0
     assert (
         night["candidate_metrics"]["heldout-title/retrieval/mrr@10"]
         > night["champion_metrics"]["heldout-title/retrieval/mrr@10"]
@@ -402,7 +403,8 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.slow
 def test_a_gur_night_warm_starts_from_the_model_in_use_and_stops_at_its_time_budget(tmp_path, wiki):
-    from flows.nightly_retrain import nightly_retrain, start_of
+    from flows.nightly_retrain import nightly_retrain
+    from tasks.nightly.night import start_of
     from tasks.nightly.config import load_nightly_config
     from tasks.nightly.recipe import GUR_NIGHT
 
