@@ -8,8 +8,10 @@
 Batches are real: demo-corpus pairs (samples/train_shards.py), tokenised and span-masked by
 `models.gur.pair_data`, padded to the bucket's fixed length or packed (`--packing on`). Every
 combination collates the same pair draws with the same masking seed, so rows differ only in
-layout. The model step (forward, backward, AdamW) is timed on pre-built batches, so it measures
-the model, not the loader; the loader's own rate is printed next to it.
+layout. The model and its loss are the ones `gur train` trains: built by the GUR recipe
+(`models/gur/recipe.py`) from the row's TrainConfig. The model step (forward, backward, AdamW) is
+timed on pre-built batches, so it measures the model, not the loader; the loader's own rate is
+printed next to it.
 
 FLOPs are analytic (`flops_per_step`): per sequence of E encoder and D decoder tokens, with
 d = d_model, a = heads x d_kv, f = d_ff (x3 gated, x2 otherwise) and V = vocabulary,
@@ -33,27 +35,23 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
+import shutil
 import sys
 import tempfile
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import harness
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from models.gur.losses import GurLoss  # noqa: E402
-from models.gur.model import GurModel, GurModelConfig, preset_config  # noqa: E402
-from models.gur.packing import pad_label_width  # noqa: E402
-from models.gur.pair_data import DataConfig, PairStream, collate  # noqa: E402
-from models.gur.tokenizer import train_wordpiece  # noqa: E402
-from models.training.measures import count_tokens  # noqa: E402
+from models.gur.losses import GurLoss
+from models.gur.model import GurModelConfig
+from models.gur.packing import pad_label_width
+from models.gur.pair_data import DataConfig, PairStream, collate
+from models.gur.tokenizer import train_wordpiece
+from models.training.measures import count_tokens
 
 DRAW = 64  # most pairs one batch draws from distinct documents of the demo corpus (about 90 have pairs)
 
@@ -118,7 +116,7 @@ def loader_rate(shards: Path, tok, batch: int, seconds: float = 3.0) -> float:
 
 
 def synthetic_pairs(n: int, words: int, seed: int = 0) -> list[tuple[str, str, str]]:
-    """Zipf-distributed pseudo-words, for machines without pyarrow/gensim: (doc_id, a, b) of `words` words."""
+    """Zipf-distributed pseudo-words, for machines without gensim: (doc_id, a, b) of `words` words."""
     rng = np.random.default_rng(seed)
     lexicon = ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=rng.integers(2, 9))) for _ in range(50_000)]
     ranks = np.minimum(rng.zipf(1.2, size=(n, 2, words)), len(lexicon)) - 1
@@ -132,25 +130,64 @@ def parse_list(text: str, kind=str) -> list:
     return [kind(x) for x in text.split(",") if x]
 
 
+def write_pairs(folder: Path, bucket: str, pairs: list[tuple[str, str, str]]) -> Path:
+    """(doc_id, a, b) pairs as one shard of `bucket` (the shards table's columns): what the recipe's stream opens."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from samples.train_shards import SHARD_SCHEMA
+
+    rows = [{"doc_id": d, "a": a, "b": b, "bucket": bucket} for d, a, b in pairs]
+    (folder / bucket).mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA), folder / bucket / "part-00000.parquet")
+    return folder
+
+
 def prepare(args: argparse.Namespace) -> tuple:
-    """Tokenizer, the pair draws per batch size, and the shard folder (None with --synthetic)."""
+    """Tokenizer, the pair draws per batch size, and the shard folder they come from (a temporary one)."""
     seq_len = 32 if args.bucket == "short" else 128
     batches = parse_list(args.batch, int)
+    tmp = Path(tempfile.mkdtemp(prefix="gur-bench-"))
     if args.synthetic:
         pairs = synthetic_pairs(8 * max(batches), words=seq_len)
         tok = train_wordpiece([t for p in pairs for t in p[1:]], vocab_size=args.vocab)
         draws = {b: [pairs[i * b : (i + 1) * b] for i in range(8)] for b in batches}
-        return tok, draws, None
+        return tok, draws, write_pairs(tmp, args.bucket, pairs)
     from samples.train_shards import demo_documents, write_demo_shards
 
-    tmp = Path(tempfile.mkdtemp(prefix="gur-bench-"))
     write_demo_shards(tmp, max_docs=args.docs)
     texts = [s for doc in demo_documents()[: args.docs] for s in doc[2]]
     tok = train_wordpiece(texts, vocab_size=args.vocab)
     return tok, {b: demo_pairs(tmp, tok, args.bucket, b, 8) for b in batches}, tmp
 
 
-def measure(args, device, tok, pair_lists, attention: str, packing: bool, fused: bool) -> dict:
+def gur_recipe(args, tok, shards: Path, out: Path, attention: str, packing: bool, fused: bool, pack_len: int):
+    """The model and its loss as `gur train` builds them: the GUR recipe on this row's TrainConfig, with the
+    tokenizer trained here (saved where the recipe looks for its run's own)."""
+    from models.gur.recipe import build
+    from models.training.config import TrainConfig
+
+    tok.save(out / "tokenizer")
+    cfg = TrainConfig(
+        out_dir=str(out),
+        shards=str(shards),
+        preset=args.preset,
+        objective=args.objective,
+        vocab_size=tok.vocab_size,
+        attention=attention,
+        packing=packing,
+        pack_len=pack_len,
+        fused_lm_head=fused,
+        fixed_shapes=args.fixed_shapes or args.compile,
+        compile=args.compile,
+        heldout_fraction=0.0,
+        eval_every=0,
+        seed=0,
+    )
+    return build(cfg, out, 0, 1, False, load_weights=True)
+
+
+def measure(args, device, tok, pair_lists, attention: str, packing: bool, fused: bool, shards: Path) -> dict:
     """One combination: build the model, warm up, time `args.steps` steps on the pre-built batches.
 
     Also in the row, for checks: `loss_init` and `loss_final`, the first batch's loss in eval mode (no dropout,
@@ -161,18 +198,12 @@ def measure(args, device, tok, pair_lists, attention: str, packing: bool, fused:
     fixed = args.fixed_shapes or args.compile
     pack_len = (args.pack_len or seq_len) if packing else 0
     batches = layout_batches(pair_lists, tok, seq_len, fixed, pack_len)
-    cfg = preset_config(
-        args.preset,
-        vocab_size=tok.vocab_size,
-        pad_id=tok.pad_id,
-        eos_id=tok.eos_id,
-        cls_id=tok.cls_id,
-        attention=attention,
-        fused_lm_head=fused,
-    )
-    torch.manual_seed(0)
-    model = GurModel(cfg).to(device)
-    loss_fn = GurLoss(torch.compile(model) if args.compile else model, args.objective)
+    with tempfile.TemporaryDirectory(prefix="gur-bench-run-") as out:
+        recipe = gur_recipe(args, tok, shards, Path(out), attention, packing, fused, pack_len)
+    model, loss_fn = recipe.model.to(device), recipe.loss
+    cfg: GurModelConfig = model.config
+    if args.compile:  # as the training loop compiles it (models/training/loop.py: loss_runner)
+        loss_fn.model = torch.compile(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
     on_device = [{k: v.to(device) for k, v in b.items()} for b in batches]
@@ -245,6 +276,13 @@ def benchmark(args: argparse.Namespace) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     tok, draws, shards = prepare(args)
+    try:
+        return sweep(args, device, tok, draws, shards)
+    finally:
+        shutil.rmtree(shards, ignore_errors=True)
+
+
+def sweep(args: argparse.Namespace, device, tok, draws: dict, shards: Path) -> dict:
     if args.sweep:
         combos = list(itertools.product(("eager", "sdpa", "flex"), (False, True), (False, True)))
     else:
@@ -263,7 +301,7 @@ def benchmark(args: argparse.Namespace) -> dict:
                     }
                 )
                 continue
-            rows.append(measure(args, device, tok, pair_lists, attention, packing, fused))
+            rows.append(measure(args, device, tok, pair_lists, attention, packing, fused, shards))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return {
         "device": torch.cuda.get_device_name()
@@ -275,7 +313,7 @@ def benchmark(args: argparse.Namespace) -> dict:
         "compile": args.compile,
         "peak_tflops": args.peak_tflops,
         "vocab": tok.vocab_size,
-        "loader_tokens_per_s": round(loader_rate(shards, tok, max(draws))) if shards else None,
+        "loader_tokens_per_s": None if args.synthetic else round(loader_rate(shards, tok, max(draws))),
         "rows": rows,
     }
 
@@ -302,11 +340,11 @@ def markdown(result: dict) -> str:
 
 
 def demo_run(args: argparse.Namespace) -> dict:
-    """The `train` flow on the whole demo corpus's pairs (shards written by the test helper)."""
+    """The `train` flow on the whole demo corpus's pairs (shards written by samples/train_shards.py)."""
     from flows.train import train_flow
     from samples.train_shards import write_demo_shards
 
-    root = Path(args.root or tempfile.mkdtemp(prefix="gur-demo-"))
+    root = harness.workdir(args)
     name = f"demo-wiki-lcs{args.min_lcs}"  # pairs: title/sentence and sentences <= 3 apart sharing >= min_lcs chars
     if not (root / "shuffle" / name / "_manifest.json").exists():
         print("shards:", write_demo_shards(root / "shuffle" / name, min_lcs=args.min_lcs, window=3))
@@ -348,7 +386,7 @@ def demo_run(args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = harness.parser(__doc__, workdir_help="--demo-run: the data root")
     p.add_argument("--preset", default="tiny")
     p.add_argument("--objective", default="lm+cl", choices=["lm+cl", "cl", "lm"])
     p.add_argument("--bucket", default="long", choices=["short", "long"])
@@ -370,16 +408,23 @@ def main() -> None:
     p.add_argument("--fixed-shapes", action="store_true", help="pad batches to the bucket length (32 / 128)")
     p.add_argument("--peak-tflops", type=float, default=989.0)
     p.add_argument("--demo-run", action="store_true", help="run the train flow on the demo shards instead")
-    p.add_argument("--root", default="", help="data root for --demo-run")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--pooling", default="cls", choices=["cls", "mean", "eos"])
     p.add_argument("--cl-inputs", default="masked", choices=["masked", "clean"], help="--demo-run: CL views")
     p.add_argument("--min-lcs", type=int, default=10, help="--demo-run: LCS filter of the demo pairs (chars)")
     args = p.parse_args()
     result = demo_run(args) if args.demo_run else benchmark(args)
-    print(json.dumps(result, indent=2))
+    text = json.dumps(result, indent=2)
+    print(text)
     if args.markdown and not args.demo_run:
         print(markdown(result))
+    if args.demo_run:
+        title = f"The train flow on the demo shards: {args.preset}, {args.steps} steps"
+        figures = ["```json", text, "```"]
+    else:
+        title = f"GUR training throughput: {args.preset}, {args.bucket} bucket, batch {args.batch}, {result['device']}"
+        figures = markdown(result).splitlines()
+    harness.record(args, title, figures, result)
 
 
 if __name__ == "__main__":

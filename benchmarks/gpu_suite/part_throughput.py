@@ -99,7 +99,7 @@ def part_throughput(ctx: Ctx, clock: Clock, part: Part) -> None:
             t0 = time.perf_counter()
             try:
                 args = argparse.Namespace(**{**vars(ns), "compile": compiled})
-                r = tt.measure(args, ctx.device, tok, pair_lists, attention, packing, fused)
+                r = tt.measure(args, ctx.device, tok, pair_lists, attention, packing, fused, shards)
             except Exception as exc:  # one combination failing (a compile error, out of memory) is a finding
                 part.skip_row(label, f"{type(exc).__name__}: {str(exc)[:300]}", command, "error")
                 results[key] = {"error": str(exc)}
