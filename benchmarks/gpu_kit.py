@@ -22,6 +22,10 @@ A window of its own for all-mpnet-base-v2 (the sbert part, then the tfcsg part f
 P@1): the site, the model in fp16 and the data files as one tar cut into pieces under the call limit. Run
 `bash .devkit/mK/run.sh` carrying `.devkit/mK` for K = 1 ... N, one call after another on the same warm
 machine: each call stores its piece; the last checks the whole tar's SHA-256, restores fp32 and runs the suite.
+
+Every call that runs the suite leaves its entry in `$OUT` (`<date>-gpu-suite-<HHMMSSZ>.md` and `.json`, the results
+log's form, benchmarks/harness.py): copy them into docs/results/, fill in what was learnt and run
+`python benchmarks/harness.py index`.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ import tarfile
 from importlib.metadata import distribution, version
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
+from harness import REPO, shared_data
+
 PYTHON_DOCS = Path("/usr/share/doc/python3/html")  # the GUR-from-scratch corpus (530 pages, 4 MB packed)
 LIMIT = 60 * 2**20  # the call's 64 MiB, less the repository itself
 # What the suite imports that the lent machines' image lacks (read off a `--smoke` run's sys.modules).
@@ -218,7 +222,7 @@ def mpnet_kit(out: Path) -> int:
     mpnet_fp16(payload / "mpnet", work / "mpnet-unpacked")
     (payload / "data").mkdir()
     for name in ("stackoverflow/train.tsv", "stsb/stsb-en-train.csv", "stsb/stsb-en-dev.csv"):
-        shutil.copy(DATA / name, payload / "data" / Path(name).name)
+        shutil.copy(shared_data(*name.split("/")), payload / "data" / Path(name).name)
     with tarfile.open(work / "payload.tar", "w") as tar:  # weights do not compress; the site is xz already
         for path in sorted(payload.iterdir()):
             tar.add(path, arcname=path.name)
@@ -238,7 +242,6 @@ def main(argv: list[str] | None = None) -> int:
         help="instead: .devkit/m1 ... mN, a window for all-mpnet-base-v2 (the sbert part, tfcsg from it alone)",
     )
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(REPO))
     out = REPO / ".devkit"  # the run scripts find the repository two folders up
     for old in [out / "work", *(out.glob("m[0-9]*") if args.mpnet else (out / "a", out / "b"))]:
         shutil.rmtree(old, ignore_errors=True)  # the other kit stays
@@ -258,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     (b / "minilm16.sha256").write_text(hashlib.sha256(data).hexdigest() + "\n")
     (b / "data").mkdir()
     for name in ("stackoverflow/train.tsv", "stsb/stsb-en-train.csv", "stsb/stsb-en-dev.csv"):
-        shutil.copy(DATA / name, b / "data" / Path(name).name)
+        shutil.copy(shared_data(*name.split("/")), b / "data" / Path(name).name)
     with tarfile.open(b / "python-docs.tar.xz", "w:xz", preset=6, dereference=True) as tar:
         for page in python_doc_pages():
             tar.add(page, arcname=str(page.relative_to(PYTHON_DOCS)))

@@ -222,14 +222,17 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {memory:.1f} GiB, {model}, {gpu}"
 
 
-def command(args: argparse.Namespace | None = None, argv: list[str] | None = None) -> str:
+def command(
+    args: argparse.Namespace | None = None, argv: list[str] | None = None, placeholders: dict[str, str] | None = None
+) -> str:
     """The script and its argv as run, with the interpreter as a reader types it (`.venv/bin/python` when it is
-    the repository's) and the work folder and data root named WORK and ROOT (the folders say nothing)."""
+    the repository's) and the folders of `placeholders` (option -> name; default: the work folder and the data
+    root, WORK and ROOT) by their names: the folders a run used say nothing to a reader."""
     argv = sys.argv if argv is None else argv
     python = Path(sys.executable)
     inside = python.is_relative_to(REPO) if python.is_absolute() else False
     words = [str(python.relative_to(REPO)) if inside else "python", display_path(argv[0]), *argv[1:]]
-    for option, placeholder in (("workdir", "WORK"), ("root", "ROOT")):
+    for option, placeholder in (placeholders or {"workdir": "WORK", "root": "ROOT"}).items():
         value = str(getattr(args, option, "") or "")
         if value:
             words = [named(word, value, placeholder) for word in words]

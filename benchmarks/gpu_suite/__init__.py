@@ -41,36 +41,33 @@ watchdog stops a part 15 s past the whole budget. The parts, in order:
    and MiniLM. Checks: finite losses that fall; retrieval figures within [0, 1]; BM25 and MiniLM above a
    random ranking (the set is answerable).
 
-Results: `benchmarks/results/gpu-suite-<UTC time>.json` and `.md` (device, driver, torch, every figure with
-the command that reproduces it, every check), the table printed; exit status 0 when every part that ran
-passed its checks. `--smoke`: the same code on the CPU on tiny sizes (the tiny GUR preset, a few steps,
-subsets, the Wikipedia sample's first 24 articles for gur-scratch's pairs, a random tiny BERT in place of
-all-mpnet-base-v2; compile, flex and bf16 rows recorded as skipped), written to `--out` or a temporary folder,
-never to benchmarks/results/. docs/gpu.md explains the rows.
+Results: an entry of the results log (docs/results/index.md), written through benchmarks/harness.py after
+each part: `docs/results/<date>-gpu-suite-<HHMMSSZ>.md` (UTC; the header's commit, machine and command, the
+table of every figure with the command that reproduces it and every check) and its `.json` (the same with the
+device, driver and torch), the table printed; exit status 0 when every part that ran passed its checks.
+`--out DIR` writes the two files there instead (a lent machine's `$OUT`: copy them into docs/results/ and run
+`python benchmarks/harness.py index`). `--smoke`: the same code on the CPU on tiny sizes (the tiny GUR preset,
+a few steps, subsets, the Wikipedia sample's first 24 articles for gur-scratch's pairs, a random tiny BERT in
+place of all-mpnet-base-v2; compile, flex and bf16 rows recorded as skipped), written to `--out` or a
+temporary folder as `<date>-gpu-suite-smoke-<HHMMSSZ>`, never to docs/results/. docs/gpu.md explains the rows.
 
 The package: `harness.py` (sizes, budgets, the part record, the product's training step, the results' table),
 one module per part (`part_tests.py`, `part_throughput.py`, `part_tfcsg.py`, `part_sbert.py`,
 `part_scratch.py`), `corpus.py` (GUR's corpus and its held-out retrieval set, read by the product's HTML
 reader and built by its section-retrieval rules), `options.py` (the command's options) and `cli.py` (the parts
 in order, the watchdog).
-Importing the package sets the offline and Prefect variables below before torch or transformers load, and puts
-the repository and `benchmarks/` on the path.
+Importing the package imports benchmarks/harness.py (the repository and `benchmarks/` on the path, the offline
+variables) and sets the suite's own variables below, before torch or transformers load.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("DO_NOT_TRACK", "1")
+import harness  # benchmarks/harness.py (the suite's own part helpers are gpu_suite.harness)
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The stages called here outside a flow publish their Prefect artifacts only when a server is reachable; without
 # this Prefect would start a temporary server for them (about 15 s) in the middle of a timed part.
 os.environ.setdefault("PREFECT_SERVER_ALLOW_EPHEMERAL_MODE", "false")
-REPO = Path(__file__).resolve().parents[2]
-for _path in (str(REPO / "benchmarks"), str(REPO)):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+REPO = harness.REPO

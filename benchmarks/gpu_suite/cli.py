@@ -1,9 +1,8 @@
-"""The suite's command: the parts in order under their budgets, the watchdog, the results' files."""
+"""The suite's command: the parts in order under their budgets, the watchdog, its entry in the results log."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shlex
 import signal
@@ -15,6 +14,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import harness  # benchmarks/harness.py: the results log's entries
 
 from gpu_suite.harness import (
     GPU,
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         parser().error("no GPU here: --smoke runs the tiny sizes on the CPU; --out DIR runs the full sizes anyway")
     out = Path(args.out or (tempfile.mkdtemp(prefix="gpu-suite-smoke-") if args.smoke else RESULTS)).resolve()
     if args.smoke and out == RESULTS.resolve():
-        parser().error("--smoke writes to a temp folder or --out, never to benchmarks/results/")
+        parser().error("--smoke writes to a temp folder or --out, never to docs/results/")
     args.threads = (1 if args.smoke else 0) if args.threads is None else args.threads
     args.workers = (1 if args.smoke else 0) if args.workers is None else args.workers
     if args.threads:
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in PARTS if n in args.parts]
     budget = sizes.budget_s * args.budget_scale
     started, stamp = time.perf_counter(), datetime.now(UTC)
-    base = out / f"gpu-suite-{'smoke-' if args.smoke else ''}{stamp:%Y%m%dT%H%M%SZ}"
+    entry = harness.new_entry(f"gpu-suite-{'smoke-' if args.smoke else ''}{stamp:%H%M%SZ}", stamp.date(), out)
+    title = f"GPU suite, {'smoke' if args.smoke else 'gpu'} run at {stamp:%H:%M:%S} UTC: {', '.join(names)}"
     record: dict[str, Any] = {
         "suite": SUITE,
         "mode": "smoke" if args.smoke else "gpu",
@@ -120,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         "environment": environment(cuda),
         "work": str(work),
     }
+    words = [SUITE, *(argv if argv is not None else sys.argv[1:])]
+    shown = harness.command(args, words, {"out": "OUT", "work": "WORK"})  # the entry's command
     print(
         f"gpu suite ({record['mode']}): {record['environment']['device']}; {budget:.0f} s; parts {names}", flush=True
     )
@@ -130,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         record["wall_s"] = round(time.perf_counter() - started, 1)
         record["parts"] = [{**dataclasses.asdict(p), "passed": p.passed} for p in parts]
         record["passed"] = all(p.passed is not False for p in parts)
-        base.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
-        base.with_suffix(".md").write_text(markdown(record))
+        harness.write_entry(entry, title, markdown(record), record, shown)
 
     def watchdog(signum, frame):
         raise OverBudget()
@@ -147,5 +150,5 @@ def main(argv: list[str] | None = None) -> int:
         signal.setitimer(signal.ITIMER_REAL, 0)
     save()
     print("\n" + markdown(record))
-    print(f"results: {base.with_suffix('.json')}\n         {base.with_suffix('.md')}")
+    print(f"results: {entry}\n         {entry.with_suffix('.json')}")
     return 0 if record["passed"] else 1

@@ -383,20 +383,17 @@ def environment(cuda: bool) -> dict[str, Any]:
 
 
 def markdown(record: dict[str, Any]) -> str:
-    """The run as one table: a row per figure row (with its command) and per check."""
+    """The run's figures as its entry shows them (the entry's header names the command): a summary line, then
+    one table with a row per figure row (with its command) and per check."""
 
     def cell(text: Any) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
     env, verdict = record["environment"], "passed" if record["passed"] else "FAILED"
     lines = [
-        f"# GPU suite: {record['mode']} run, {record['started']}",
-        "",
         f"{env['device']}, driver {env['driver'] or '-'}, torch {env['torch']} (CUDA {env['cuda'] or '-'}), "
         f"Python {env['python']}, commit {(env['git_commit'] or '-')[:12]}{' (dirty)' if env['git_dirty'] else ''}; "
         f"{record['wall_s']:.0f} s of a {record['budget_s']:.0f} s budget: **{verdict}**",
-        "",
-        f"`{record['command']}`",
         "",
         "| part | row | figures | status | reproduce |",
         "|---|---|---|---|---|",

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from gpu_suite import REPO
+import harness
 
-SHARED = REPO.parent / "shared" / "data"
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = harness.RESULTS  # docs/results/: the results log
 SUITE = "benchmarks/gpu_suite"  # the command's path, as results and rerun commands name it
 PARTS = ("tests", "throughput", "tfcsg", "sbert", "gur-scratch")
 START_MODELS = ("minilm", "mpnet")  # the tfcsg part's start encoders, in order

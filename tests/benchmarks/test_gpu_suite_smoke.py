@@ -2,7 +2,7 @@
 
 Every part must have run (its checks all passed) or been skipped with a reason, every row likewise, every
 figure be a finite number or null (MFU without a known peak), and the command exit 0. About two minutes on
-two cores; the suite writes to the test's own folder, never to benchmarks/results/.
+two cores; the suite writes its entry to the test's own folder, never to docs/results/.
 """
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from storage.shared_data import shared_data
+from tests.helpers import REPO
 from tests.helpers.shared_data import require_shared
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data"
 PARTS = ["tests", "throughput", "tfcsg", "sbert", "gur-scratch"]
 
 pytestmark = pytest.mark.slow  # a subprocess that trains five small things
@@ -27,12 +26,12 @@ pytestmark = pytest.mark.slow  # a subprocess that trains five small things
 
 @pytest.mark.soak
 def test_gpu_suite_smoke_runs_every_part(tmp_path):
-    require_shared(SHARED / "stackoverflow" / "train.tsv", SHARED / "stsb" / "stsb-en-train.csv")
+    require_shared(shared_data("stackoverflow", "train.tsv"), shared_data("stsb", "stsb-en-train.csv"))
     cmd = [sys.executable, str(REPO / "benchmarks" / "gpu_suite"), "--smoke", "--out", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    [result] = tmp_path.glob("gpu-suite-smoke-*.json")
-    assert result.with_suffix(".md").is_file()
+    [result] = tmp_path.glob("????-??-??-gpu-suite-smoke-??????Z.json")  # the results log's entry and its figures
+    assert result.with_suffix(".md").read_text().startswith(f"# {result.name[:10]} · GPU suite, smoke run at ")
     record = json.loads(result.read_text())
     assert record["mode"] == "smoke" and record["passed"]
     assert [p["name"] for p in record["parts"]] == PARTS
@@ -82,12 +81,12 @@ def test_tfcsg_from_the_base_model_alone_scores_it(tmp_path):
     """`--tfcsg-starts mpnet` (the all-mpnet-base-v2 window's call): no MiniLM row, and the base model (the tiny
     random BERT in its place under --smoke) gets the whole part, its dev P@1 row, and a rerun command that
     keeps the option."""
-    require_shared(SHARED / "stackoverflow" / "train.tsv")
+    require_shared(shared_data("stackoverflow", "train.tsv"))
     cmd = [sys.executable, str(REPO / "benchmarks" / "gpu_suite"), "--smoke", "--out", str(tmp_path)]
     cmd += ["--parts", "tfcsg", "--tfcsg-starts", "mpnet"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    [result] = tmp_path.glob("gpu-suite-smoke-*.json")
+    [result] = tmp_path.glob("????-??-??-gpu-suite-smoke-??????Z.json")
     [part] = json.loads(result.read_text())["parts"]
     assert part["status"] == "ran", part["reason"]
     labels = [row["label"] for row in part["rows"] if row["status"] == "ran"]
