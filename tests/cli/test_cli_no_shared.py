@@ -15,13 +15,15 @@ from gur_cli import build_parser
 from storage.shared_data import missing_default, shared_data
 
 REPO = Path(__file__).resolve().parents[2]
+# What this file checks `shared_data` against, so named once: its documented default without the variable.
+SIBLING = REPO.parent / "shared" / "data"
 
 
 def gur(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
     """The real CLI in a fresh cwd, its shared data an empty folder."""
-    (tmp_path / "shared").mkdir(exist_ok=True)
+    (tmp_path / "empty-shared-data").mkdir(exist_ok=True)
     (tmp_path / "cwd").mkdir(exist_ok=True)
-    environ = {**os.environ, "PYTHONPATH": str(REPO), "GUR_SHARED_DATA": str(tmp_path / "shared")}
+    environ = {**os.environ, "PYTHONPATH": str(REPO), "GUR_SHARED_DATA": str(tmp_path / "empty-shared-data")}
     environ.update(PREFECT_HOME=str(tmp_path / "prefect"), COLUMNS="1000")  # COLUMNS: --help on one line
     environ.pop("PREFECT_API_URL", None)
     environ.pop("GUR_DEBUG", None)
@@ -47,24 +49,25 @@ def test_shared_data_honours_the_variable(monkeypatch, tmp_path):
 
 def test_without_the_variable_it_is_the_repositorys_sibling(monkeypatch):
     monkeypatch.delenv("GUR_SHARED_DATA", raising=False)
-    assert shared_data("stackoverflow", "train.tsv") == REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+    assert shared_data("stackoverflow", "train.tsv") == SIBLING / "stackoverflow" / "train.tsv"
     monkeypatch.setenv("GUR_SHARED_DATA", "")  # empty: unset
-    assert shared_data() == REPO.parent / "shared" / "data"
+    assert shared_data() == SIBLING
 
 
 def test_defaults_are_the_old_paths_where_the_shared_data_is(monkeypatch):
-    """Stage fingerprints hold these paths: without the variable they are what `../shared/data/...` resolved to."""
+    """Stage fingerprints hold these paths: without the variable they are what the flows' `../<shared data>/...`
+    (relative to the repository) resolved to."""
     monkeypatch.delenv("GUR_SHARED_DATA", raising=False)
-    old = lambda relative: str((REPO / relative).resolve())  # noqa: E731 - how the flows resolved them
+    old = lambda relative: str((SIBLING / relative).resolve())  # noqa: E731 - REPO is resolved: REPO/.. is its parent
     code = "from flows.parameters import STACKOVERFLOW, STSB_DEV; print(STACKOVERFLOW); print(*STSB_DEV, sep='\\n')"
     env = {k: v for k, v in os.environ.items() if k != "GUR_SHARED_DATA"}
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == [
-        old("../shared/data/stackoverflow/train.tsv"),
-        old("../shared/data/stsb/stsb-en-dev.csv"),
-        old("../shared/data/stsb/stsb-zh-dev.csv"),
+        old("stackoverflow/train.tsv"),
+        old("stsb/stsb-en-dev.csv"),
+        old("stsb/stsb-zh-dev.csv"),
     ]
-    assert parameters.stsb_file("en", "train") == old("../shared/data/stsb/stsb-en-train.csv")
+    assert parameters.stsb_file("en", "train") == old("stsb/stsb-en-train.csv")
 
 
 def test_missing_default_is_one_line_with_the_key_the_file_and_the_fix():
@@ -77,7 +80,7 @@ def test_missing_default_is_one_line_with_the_key_the_file_and_the_fix():
 
 def test_sts_without_its_default_files_names_the_option_and_the_file(tmp_path):
     line = error_line(gur(tmp_path, "sts"), tmp_path)
-    missing = (tmp_path / "shared" / "stsb" / "stsb-en-train.csv").resolve()
+    missing = (tmp_path / "empty-shared-data" / "stsb" / "stsb-en-train.csv").resolve()
     assert line.startswith(f"gur: error: --train: the default {missing} is not on this machine; ")
     assert "download stsb-en-train.csv and stsb-en-dev.csv" in line and "pass --train FILE --dev FILE," in line
     given = tmp_path / "train.csv"
@@ -99,7 +102,7 @@ def test_missing_sts_default_is_none_where_the_files_are(monkeypatch, tmp_path):
 
 def test_evaluate_with_no_set_left_is_one_line_naming_the_skipped_defaults(tmp_path):
     line = error_line(gur(tmp_path, "evaluate", "bm25", "--no-lee", "--no-demo"), tmp_path)
-    shared = (tmp_path / "shared").resolve()
+    shared = (tmp_path / "empty-shared-data").resolve()
     assert line == (
         "gur: error: no evaluation set selected (the defaults of --stackoverflow and --stsb are not on this "
         f"machine: {shared}): give --stackoverflow, --stsb, --beir, or keep Lee-50 / demo"
@@ -125,7 +128,7 @@ def test_evaluate_skips_each_missing_default_set_with_a_note(monkeypatch, tmp_pa
 def test_help_names_the_defaults_in_the_variables_folder_and_what_absence_does(tmp_path):
     proc = gur(tmp_path, "sts", "--help")
     text = " ".join(proc.stdout.split())
-    shared = (tmp_path / "shared").resolve()
+    shared = (tmp_path / "empty-shared-data").resolve()
     assert proc.returncode == 0 and "../shared" not in text
     assert f"--train TRAIN training CSV (default: {shared}/stsb/stsb-LANG-train.csv; when that file is absent" in text
     evaluate = " ".join(gur(tmp_path, "evaluate", "--help").stdout.split())

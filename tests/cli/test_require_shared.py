@@ -1,4 +1,4 @@
-"""`require_shared`: a test whose ../shared/data file is missing skips on a laptop and fails under CI."""
+"""`require_shared`: a test whose shared-data file is missing skips on a laptop and fails under CI."""
 
 from __future__ import annotations
 
