@@ -456,8 +456,8 @@ def parse_embed(add: Add) -> None:
         "--precision",
         choices=("auto", "float32", "bfloat16"),
         default="auto",
-        help="auto (default): bfloat16 where the CPU (AVX512-BF16, AMX) or GPU computes it natively, about 2x "
-        "the documents per CPU second, else float32; the precision is part of the output's fingerprint",
+        help="auto (default): bfloat16 where the CPU (AVX512-BF16, AMX) or GPU computes it natively (more "
+        "documents per CPU second), else float32; the precision is part of the output's fingerprint",
     )
     embed.add_argument(
         "--workers",

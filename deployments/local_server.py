@@ -1,8 +1,8 @@
 """The Prefect server `gur` runs flows against: a local one started by `gur server start`, else the ephemeral one.
 
 `gur server start` runs `prefect server start` in the background on 127.0.0.1 and records its pid and API URL
-in `<PREFECT_HOME>/gur-server.json`; every later `gur` command that finds it healthy uses it (no 10-60 s
-server start per command). Without one, each command starts Prefect's ephemeral server, under an exclusive
+in `<PREFECT_HOME>/gur-server.json`; every later `gur` command that finds it healthy uses it (no server
+start per command). Without one, each command starts Prefect's ephemeral server, under an exclusive
 `flock` on `<PREFECT_HOME>/gur-server.lock` until it answers: a first start migrates the database, and two
 first runs migrating one SQLite file at once both fail.
 """

@@ -50,11 +50,12 @@ def build_pairs(**params: Any) -> dict[str, dict[str, str]]:
     `seed` drives partner order and the shuffle. Documents over `max_doc_bytes` are rejected.
     `holdout_percent` keeps that share of documents (by title hash) out of the pairs because the
     demo retrieval evaluation uses them; `None`: 20 for the bundled sample, 0 for your corpus.
-    `shard_compression`: Parquet codec of the training shards (`snappy`, or `zstd` for ~30%
-    smaller files at ~1.4x the encoding time). `spill_compression`: codec of the shuffle's
-    intermediate files, which need about 4x the pairs' Parquet size of disk until the stage
-    ends (`lz4` halves that for ~30% more time). An input that yields no documents stops the
-    run with the reject counts, unless `allow_empty`.
+    `shard_compression`: Parquet codec of the training shards (`snappy`, or `zstd` for smaller
+    files at more encoding time). `spill_compression`: codec of the shuffle's intermediate
+    files, which need several times the pairs' Parquet size of disk until the stage ends (`lz4`
+    less, for more time; the results log: docs/results/, the shuffle's intermediates uncompressed
+    and its shards in snappy). An input that yields no documents stops the run with the reject counts,
+    unless `allow_empty`.
     `dask`: `"local"` runs split, pair and the shuffle's phases as mapped tasks on a local Dask cluster of
     `workers` processes, `"tcp://host:8786"` on a running scheduler whose workers all see the data root
     at the same path; the bytes are those of a run without it.

@@ -34,7 +34,8 @@ def stable_hash(text: str) -> int:
 
 def train_word2vec(sentences: list[list[str]], config: Word2VecConfig) -> tuple[np.ndarray, dict[str, int]]:
     """(vectors (V, vector_size), word -> row) of a word2vec model fitted on token lists; logs epochs done
-    and an ETA at most every `storage.progress.LOG_EVERY_S` (the demo corpus takes ~30 s)."""
+    and an ETA at most every `storage.progress.LOG_EVERY_S` (a fit lasts long enough, even on the demo corpus, to
+    look stuck without them)."""
     from gensim.models import Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec
 

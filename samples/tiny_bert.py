@@ -10,8 +10,10 @@ from pathlib import Path
 
 import torch
 
+from storage.shared_data import shared_data
+
 REPO = Path(__file__).resolve().parents[1]
-STACKOVERFLOW = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+STACKOVERFLOW = shared_data("stackoverflow", "train.tsv")
 
 
 def titles(n: int) -> list[dict]:

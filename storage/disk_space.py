@@ -7,8 +7,9 @@ import os
 import shutil
 from pathlib import Path
 
-# A TFCSG night from an 88 MB MiniLM left 611 MB in its run folder (export, checkpoints with the optimizer's
-# state) and 88 MB in the mixed export: about 8x the start's weights.
+# What a candidate writes per byte of its start's weights, rounded up from a MiniLM night: its run folder (export,
+# checkpoints with the optimizer's state) and the mixed export (the results log: docs/results/, a night on a
+# full disk).
 SPACE_FACTOR = 8
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 NO_SPACE = ("No space left on device", "ENOSPC", "Disk quota exceeded")

@@ -20,9 +20,10 @@ ROW_GROUP_SIZE = 50_000
 
 
 def read_shard(path: Path | str, columns: list[str] | None = None) -> pa.Table:
-    """One Parquet file as a table. `pq.read_table` goes through the dataset layer, about 2 ms a file even
+    """One Parquet file as a table. `pq.read_table` goes through the dataset layer, a fixed cost a file even
     for a tiny shard; a night reads every file unit's shard of a folder, so this reads the file directly
-    (the same table, a tenth of the cost)."""
+    (the same table, a fraction of the cost: the results log, docs/results/, shards read without the dataset
+    layer)."""
     with pq.ParquetFile(path) as f:
         return f.read(columns=columns)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-CHUNK_ELEMENTS = 2**26  # logits per chunk: 256 MB in fp32, about 2,000 rows of a 32k vocabulary
+CHUNK_ELEMENTS = 2**26  # logits per chunk: 2**28 bytes in fp32, about 2,000 rows of a 32k vocabulary
 
 
 class _LinearCrossEntropy(torch.autograd.Function):

@@ -98,7 +98,7 @@ def build_seq2seq(config: GurModelConfig, load_weights: bool = True) -> PreTrain
             tie_word_embeddings=False,
         )
         model = T5ForConditionalGeneration(t5)
-        # HF initialises an untied T5 head with std 1 (initial loss ~5x log V); scale it like a tied head.
+        # HF initialises an untied T5 head with std 1 (an initial loss far above log V); scale it like a tied head.
         nn.init.normal_(model.lm_head.weight, std=config.d_model**-0.5)
         return model
     if load_weights:

@@ -93,9 +93,10 @@ def pack_targets(targets: list[list[int]], rows: list[list[int]]) -> dict[str, T
 def mark_sizes_dynamic(batch: dict[str, Tensor]) -> None:
     """Tell `torch.compile` before the first batch which sizes of a packed batch vary from batch to batch: the row
     count and the label width (and the sentence count, fixed by the batch size in training, so that a batch of
-    another size compiles once too), so a compiled model compiles once (left to find out, dynamo compiled again
-    at the first new row count and at the first new label width: on one H200, two extra compiles of about 75 s
-    each). The encoder width stays static: compiling implies fixed shapes, so kernels keep it as a constant.
+    another size compiles once too), so a compiled model compiles once (left to find out, dynamo compiles again
+    at the first new row count and at the first new label width, each a whole compile more: the results log,
+    docs/results/, the third GPU window). The encoder width stays static: compiling implies fixed shapes, so
+    kernels keep it as a constant.
     GurLoss calls this for a compiled model only: it imports dynamo."""
     for key, tensor in batch.items():
         dims = (0, 1) if key.removeprefix("cl_") in ("labels", "decoder_segment_ids") else (0,)
@@ -108,7 +109,8 @@ def pad_label_width(batch: dict[str, Tensor], multiple: int = 16) -> dict[str, T
     (a batch without labels as it is).
 
     For a compiled model: CUDA's memory-efficient attention backward guards on the decoder width modulo 16, so
-    widths rounded to 8 compiled the LM loss twice on one H200 (at 40, then at 48). The padding is ignored
+    widths rounded to 8 compile the LM loss twice, once per remainder (8 and 0; docs/results/, the third GPU
+    window). The padding is ignored
     targets at the end of a row, which no earlier decoder position attends to: the loss is unchanged."""
     extra = -batch["labels"].shape[1] % multiple if "labels" in batch else 0
     if not extra:

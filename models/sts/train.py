@@ -36,7 +36,7 @@ class StsTrainConfig:
     rank_weight: float = 0.0  # > 0: adds this times CoSENT's ranking loss to the MSE (see `cosent_loss`)
     pooling: str = "cls"  # cross-encoders: "cls" (the survey's) or "mean" over the pair's tokens
     symmetric: bool = False  # cross-encoders: train on a random order of each pair, predict the mean of both
-    dtype: str = "fp32"  # "bf16": bf16 autocast to train and predict (models.training.precision; ~2x on AMX CPUs)
+    dtype: str = "fp32"  # "bf16": bf16 autocast to train and predict (models.training.precision: faster on AMX CPUs)
     seed: int = 0
     eval_batch: int = 64
 

@@ -31,7 +31,8 @@ class TrainConfig:
     dropout: float = 0.1
     # The attention probabilities' dropout in a pretrained encoder (tfcsg, simcse, documents); None: `dropout`. At 0
     # PyTorch's fused attention kernel runs on the CPU (with dropout it falls back to the full T x T scores): the
-    # documents recipe's 256-token step in about half the memory and two thirds of the time.
+    # documents recipe's 256-token step in less memory and time (the results log: docs/results/, the documents
+    # trainer's step with and without attention dropout).
     attention_dropout: float | None = None
     max_steps: int = 1000
     # Stop after this many minutes of training (resumes included) as a complete run, at whatever step it reached:

@@ -4,10 +4,11 @@
 - `bf16`: bfloat16 autocast for the forward pass on any device. The weights, the optimizer state
   and the loss stay fp32; matrix products run in bf16. On a CUDA GPU that is the usual mixed
   precision; on a CPU with AMX or AVX-512 BF16 (`lscpu` lists `amx_bf16` / `avx512_bf16`)
-  a base-size encoder's training step takes about half the time (`benchmarks/cpu_bf16.py`). On a
-  CPU without them torch emulates bf16, slower than fp32.
-- `auto`: bf16 on CUDA, fp32 on the CPU (the default of `gur train`, whose CPU figures were all
-  measured in fp32).
+  a base-size encoder's training step is faster (`benchmarks/cpu_bf16.py`; the results log:
+  docs/results/, training steps in fp32 against bf16 autocast on the CPU). On a CPU without them torch
+  emulates bf16, slower than fp32.
+- `auto`: bf16 on CUDA, fp32 on the CPU (the default of `gur train`: its CPU results in the results
+  log are all fp32).
 """
 
 from __future__ import annotations

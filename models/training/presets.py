@@ -67,12 +67,13 @@ QUESTION_PRESETS = (*PRESETS, "auto")
 # sections spread over its cluster's batches and never each other's negatives (hard in-batch negatives that
 # are other pages: models/documents/clusters.py, pages.py), and the export mixed 0.75 toward the start as
 # TFCSG's `cpu` preset. Chosen on inner splits of the training sides of the Python documentation and the manual
-# pages (benchmarks/recipe_dev.py; docs/nightly.md). A fifth of the batches are GUR's LCS pairs of the night's
-# shuffle output (`gur_share`, models/documents/gur_pairs.py): on both inner splits they kept or raised titles,
-# the gate's metric, and raised ICT and the page check (a third lost titles; docs/nightly.md). No dropout on the
-# attention probabilities (the rest keeps MiniLM's 0.1): PyTorch's fused CPU attention kernel then runs and keeps
-# no 256 x 256 scores per head, a step in half the memory and two thirds of the CPU time (the large rung's trainer
-# peaked at 5.9 GiB with them; benchmarks/train_step_memory.py, docs/nightly.md).
+# pages (benchmarks/recipe_dev.py; the results log: docs/results/, the documents recipe on inner splits). A fifth
+# of the batches are GUR's LCS pairs of the night's shuffle output (`gur_share`, models/documents/gur_pairs.py): on
+# both inner splits they kept or raised titles, the gate's metric, and raised ICT and the page check, where a third
+# lost titles (docs/results/, a fifth and a third of the batches GUR's pairs on the inner splits). No dropout on
+# the attention probabilities (the rest keeps MiniLM's 0.1): PyTorch's fused CPU attention kernel then runs and
+# keeps no 256 x 256 scores per head, a step in less memory and CPU time than with them
+# (benchmarks/train_step_memory.py; docs/results/, the documents trainer's step with and without attention dropout).
 DOCUMENT_PRESETS: dict[str, dict[str, Any]] = {
     "cpu": dict(
         COMMON,

@@ -14,7 +14,8 @@ def get_lr(step: int, total: int, warmup: int, schedule: str, peak: float = 1.0,
     `peak` down to `peak * min_ratio` at step `total` (cosine).
 
     `peak=1.0` gives a multiplier for `torch.optim.lr_scheduler.LambdaLR` (`gur train`); the STS loop passes
-    its rate. Each expression is the one its loop used before they shared it, so the rates are the same floats.
+    its rate. Each expression keeps its loop's order of operations: another form of the same formula would change
+    the rates' last bits, and with them a run's weights.
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown learning-rate schedule {schedule!r}: expected one of {', '.join(SCHEDULES)}")

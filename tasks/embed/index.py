@@ -8,8 +8,8 @@ Exact search is `tasks/evaluate/search.py: exact_search`, the one `gur evaluate`
 approximate index is usearch's HNSW (inner product on the unit vectors, so scores are cosines):
 DuckDB's `vss` extension has no build for the pinned DuckDB 1.5.6 on PyPI (1.5.5 is the newest),
 and usearch is one small wheel without dependencies; the figures that chose it and `EXACT_MAX` are
-in docs/search.md (`benchmarks/embed_search.py`). The index is built single-threaded, which makes
-it the same bytes for the same vectors, and kept as a stage output of its own
+in the results log (docs/results/, exact and HNSW search; `benchmarks/embed_search.py`). The index is
+built single-threaded, which makes it the same bytes for the same vectors, and kept as a stage output of its own
 (`<root>/embed-index/<fingerprint>/`, manifest last), so it is built once per embeddings output.
 """
 
@@ -25,15 +25,15 @@ from storage.fingerprint import fingerprint
 INDEX_STAGE = "embed-index"
 INDEX_CODE_VERSION = "hnsw_v1"
 INDEX_FILE = "index.usearch"
-# Exact search's p95 for one query, 384-d MiniLM vectors, two cores: 15 ms at 100k, 35 ms at 200k, 72 ms at 400k
-# (docs/search.md), so it passes the 50 ms target near 280k; HNSW at these settings: p95 2.1 ms at 400k real
-# vectors, recall@10 0.992 against exact.
+# Exact search up to this many vectors: below the size where one query's latency (95th percentile, 384-d MiniLM
+# vectors, two cores) passes the 50 ms target, with room to spare; above it HNSW at `HnswConfig`'s settings, far
+# faster at a recall@10 near exact search's (the results log: docs/results/, exact and HNSW search).
 EXACT_MAX = 200_000
 
 
 @dataclass(frozen=True)
 class HnswConfig:
-    """usearch HNSW settings (recall and latency measured in `benchmarks/embed_search.py`)."""
+    """usearch HNSW settings (their recall and latency: `benchmarks/embed_search.py`, the results log)."""
 
     connectivity: int = 16  # edges per node (M)
     expansion_add: int = 128  # candidates while inserting (efConstruction)

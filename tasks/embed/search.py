@@ -133,7 +133,7 @@ class DenseSearcher:
         path = Path(self.model_path)
         check_encoder_folder(path, f"the model of {self.ref['path']}")
         model, threads = load_encoder(str(path)), torch.get_num_threads()
-        torch.set_num_threads(1)  # one short text: more threads only wait on each other (40x slower on 2 busy cores)
+        torch.set_num_threads(1)  # one short text: more threads only wait on each other (far slower on busy cores)
         try:
             return encode_texts(model, [query], 1)
         finally:

@@ -6,8 +6,9 @@
 
 Precision: `float32`, or `bfloat16` weights and activations (the pooled vector cast back to float32 before
 it is normalised). On a CPU with native bfloat16 (AVX512-BF16 or AMX) or a GPU that has it, bfloat16 embeds
-about 2x the documents per CPU second of float32 with 99.5% of the top-10 results of sample queries the
-same (benchmarks/embed_speed.py); `auto` picks it there and float32 elsewhere, where bfloat16 is emulated
+more documents per CPU second than float32 with nearly all the top-10 results of sample queries the same
+(benchmarks/embed_speed.py; the results log: docs/results/, the embed stage in bfloat16, at batch 32 and
+in worker processes); `auto` picks it there and float32 elsewhere, where bfloat16 is emulated
 and slower. The precision is in the output's fingerprint; the thread count is not: a shard's
 vectors are the same bytes on one thread or many (tested).
 
@@ -35,8 +36,9 @@ from storage.shards import write_shard, write_shard_stats
 EMBED_CODE_VERSION = "embed_v1"
 UNITS = ("documents", "sentences")
 PRECISIONS = ("auto", "float32", "bfloat16")
-# Texts per forward pass: 32 embeds about 1.1x the documents per CPU second of 64 with MiniLM on a CPU (the
-# activations of a smaller batch stay in cache; benchmarks/embed_speed.py).
+# Texts per forward pass: 32 embeds more documents per CPU second than 64 with MiniLM on a CPU (the activations
+# of a smaller batch stay in cache; benchmarks/embed_speed.py; docs/results/, the embed stage in bfloat16, at
+# batch 32 and in worker processes).
 EMBED_BATCH = 32
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of a CPU that computes bfloat16 natively
 REPORT_EVERY = 256  # texts between progress reports from inside a shard

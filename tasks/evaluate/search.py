@@ -1,8 +1,9 @@
 """Exact nearest-neighbour search: chunked matrix products and top-k in torch.
 
-Exact search over 20k x 20k vectors takes seconds on a CPU (see `benchmarks/search.py`), so
-no approximate index is needed at evaluation sizes. For millions of documents, replace
-`exact_search` with an ANN index (FAISS, hnswlib) behind the same (scores, indices) contract.
+Exact search at evaluation sizes takes seconds on a CPU (`benchmarks/search.py`; the results log:
+docs/results/, exact search against `semantic_search`), so no approximate index is needed there. For
+millions of documents, replace `exact_search` with an ANN index (FAISS, hnswlib) behind the same
+(scores, indices) contract.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ class IngestConfig:
     # Fixed for a run: part of the fingerprint, so resume is exact.
     docs_per_shard: int = field(default=2000, metadata={"help": "documents per Parquet shard"})
     # A shard also ends once its texts hold this many characters: memory here and in each split
-    # worker stays bounded however large the documents (2000 x 8 MB would be 16 GB).
+    # worker stays bounded however large the documents (`docs_per_shard` documents of megabytes each would not).
     shard_chars: int = 64_000_000
 
 

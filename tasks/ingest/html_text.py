@@ -125,7 +125,8 @@ def _drop_heading_ids(data: bytes, charset: str) -> bytes:
     before "4.2. Manifest-related options", or `<h2 id="...">`, as documentation generators write them).
     resiliparse reads some words in ids as boilerplate markers ("related" among them) and dropped whole sections
     so named; such an id says nothing of the page's layout. Any other id stays evidence. Done on the bytes, from
-    each ` id=` (a regular expression over every tag cost a tenth of the extraction; a walk of the tree, two)."""
+    each ` id=`: cheaper than a regular expression over every tag or a walk of the tree (the results log:
+    docs/results/, the HTML reader's heading-id pass)."""
     kept, last, found = [], 0, data.find(b" id=")
     while found != -1:
         start, end = data.rfind(b"<", 0, found), data.find(b">", found)
@@ -142,9 +143,9 @@ def _drop_heading_ids(data: bytes, charset: str) -> bytes:
 def _unwrap_links_in_prose_items(data: bytes) -> bytes:
     """`data` with the `<a>` tags inside list items written as paragraphs (`<li><p>...</p></li>`) removed, their
     text kept. resiliparse drops a list whose text is mostly links as navigation; a documentation page's list of
-    cases or options, each a sentence naming functions by link, is prose (Sphinx writes every such item so, and
-    dropped 6% of the words of the Python documentation's `library/code.html`). Menus and link rows are
-    `<li><a>` items without a paragraph: they stay links, and navigation."""
+    cases or options, each a sentence naming functions by link, is prose (Sphinx writes every such item so; what
+    the Python documentation's pages lost: docs/results/, the HTML reader's lists of sentences with links). Menus and
+    link rows are `<li><a>` items without a paragraph: they stay links, and navigation."""
     if b"<li" not in data and b"<LI" not in data:
         return data
     return _PROSE_ITEM.sub(lambda item: _LINK_TAG.sub(b"", item.group(0)), data)
@@ -153,8 +154,9 @@ def _unwrap_links_in_prose_items(data: bytes) -> bytes:
 def _docutils_asides_as_divs(data: bytes) -> bytes:
     """`data` with docutils' footnotes, citations and topics (an abstract) written as `<div>`, not `<aside>`.
     resiliparse drops every `<aside>` as a sidebar; docutils (Sphinx, and every site made with it) writes these
-    parts of the text so (a footnote-list of footnotes: 78 of the Python documentation's pages). Any other
-    `<aside>` (a site's sidebar, docutils' own `sidebar`) stays one; an end tag follows its start tag's fate."""
+    parts of the text so (a footnote-list of footnotes, on many of the Python documentation's pages:
+    docs/results/, the HTML reader's footnotes and topics). Any other `<aside>` (a site's sidebar, docutils' own
+    `sidebar`) stays one; an end tag follows its start tag's fate."""
     if b"<aside" not in data and b"<ASIDE" not in data:
         return data
     kept, last, opened = [], 0, []

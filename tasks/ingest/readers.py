@@ -255,7 +255,7 @@ def _has_surrogates(text: str) -> bool:
 def _bounded_lines(stream, limit: int) -> Iterator[tuple[int, bytes | None, int]]:
     """Yield (line number, line bytes or None when longer than `limit`, byte length).
 
-    An over-long line is skipped in chunks, so a 50 MB one-line document never sits in memory.
+    An over-long line is skipped in chunks, so a one-line document of any length never sits in memory whole.
     """
     lineno = 0
     while True:

@@ -1,6 +1,6 @@
 """A set of 64-bit keys that costs 8 bytes a key: duplicate tracking on huge corpora.
 
-A Python set of doc_id strings costs well over 100 bytes a document (about 1.5 GB for the
+A Python set of doc_id strings costs well over 100 bytes a document (gigabytes for the
 ids and titles of a full Wikipedia dump). Here new keys go to a small Python set; every
 `buffer` keys it is merged into one sorted uint64 array (a merge of two sorted runs, linear
 with numpy's stable sort), and lookups binary-search that array. No compiled code, so no JIT

@@ -8,9 +8,9 @@ Choices made here, and why:
 - Counts are GSDMM's n_z^w: with the default unique-token counting that is the number of questions in z
   containing w; with `repeated_tokens=True` it is a token count. The rule is strict: n_z^w > t.
 - Thresholds: the paper's absolute t (100), or the scaled default t_z = max(t_min, tau * m_z), m_z the topic's
-  question count. A fixed t = 100 leaves a third of the 20,000 StackOverflow titles with nothing and every
-  question of a 1,000-question corpus empty; tau = 0.1 reproduces t = 100 at the paper's scale and follows
-  GSDMM's very skewed topic sizes.
+  question count. A fixed t = 100 leaves many of the StackOverflow titles with nothing (the results log:
+  docs/results/, the keyword filter on StackOverflow titles) and every question of a small corpus empty;
+  tau = 0.1 reproduces t = 100 at the paper's scale and follows GSDMM's very skewed topic sizes.
 - Never empty (the KL and seq2seq tasks need a target): when nothing passes, keep the question's
   `fallback_words` words with the highest lift P(w|z)/P(w) (ties: higher n_z^w, then earlier), in original
   order. A question with no content word falls back to its raw words, stopwords included.
@@ -153,7 +153,8 @@ def tokenize(text: str | None, keep_stopwords: bool = False) -> list[Token]:
     return tokens
 
 
-# A corpus repeats its words: each distinct one is normalised and looked up once (a third of tokenize's time).
+# A corpus repeats its words: each distinct one is normalised and looked up once (the results log: docs/results/,
+# keywords' tokenize with each distinct word looked up once).
 @functools.lru_cache(maxsize=1 << 17)
 def _word(folded: str) -> tuple[str, bool, bool]:
     """(norm, whether a possessive 's was dropped, stopword) of a non-Han word as matched in the folded text."""

@@ -97,7 +97,8 @@ def check_data_root(address: str, root: Path, wait_s: float = WORKER_WAIT_S) -> 
 
 def prefect_api_url() -> str:
     """The API this process talks to, an ephemeral server's included: local workers report there instead of
-    each starting an ephemeral server of its own (~10 s, and task runs the flow's UI never shows)."""
+    each starting an ephemeral server of its own (a wait in each worker's first stage, and task runs the flow's UI
+    never shows)."""
     try:
         from prefect.client.orchestration import get_client
 

@@ -30,7 +30,7 @@ Report = Callable[[int], None]
 Worker = Callable[..., dict[str, int]]
 
 _REPORTS: Any = None  # in a spawned worker: the queue progress counts go to
-# A spawned worker spends a second or more on imports and loading compiled kernels before its first shard, so
+# A spawned worker imports its modules and loads compiled kernels before its first shard, so
 # pending input (Parquet bytes) below this per worker stays in this process: a night that brings one small file
 # must not pay a pool's start-up several times over its own work. The bytes are the same either way.
 MIN_BYTES_PER_WORKER = 4 << 20

@@ -11,8 +11,9 @@ Three phases that hand off through files, so each can run anywhere and resume:
    shard becomes one Arrow IPC file (uncompressed: phase 2 memory-maps it) holding, per slice,
    one record batch per partition and bucket. `pair_id` and `bucket` are not written: the
    batch a row sits in gives its bucket, and `pair_id` is recomputed from `shuffle_key` (a
-   bijection) when the shard is written, which makes the files 14% smaller. Input shards are
-   partitioned side by side, two per GiB of the memory limit.
+   bijection) when the shard is written, which makes the files smaller (the results log:
+   docs/results/, the shuffle's intermediates without pair_id and bucket). Input shards are
+   partitioned side by side, as many at once as `_in_flight` allows.
 2. sort: each partition is loaded whole (P is chosen so that one fits well inside the memory
    limit), ordered by `shuffle_key` with numpy, and of each run of equal keys the first row
    by (doc_id, a_sent_id, b_sent_id, input position) is kept. The kept rows are written per
@@ -24,7 +25,8 @@ P = 1 is the single-node form; P > 1 is the two-phase form whose partitions can 
 different workers. On one machine (`shuffle_all`) phases 2 and 3 run together: a sorted
 partition goes straight to the shard writer instead of through a file. All give the same
 bytes. A partition is sorted in memory (numpy argsort of the keys, then a gather) rather
-than by DuckDB's external `ORDER BY` of whole rows, which was slower and went over the limit.
+than by DuckDB's external `ORDER BY` of whole rows, which is slower and does not keep to the
+limit (docs/results/, the shuffle's in-memory sort; the shuffle against DuckDB).
 
 `shuffle_key` = splitmix64(pair_id ^ splitmix64(seed)): plain 64-bit arithmetic defined
 here, so it never changes with a library version. It is a bijection of `pair_id`: equal keys
@@ -58,17 +60,18 @@ WORK_DIR = "_work"
 INTERMEDIATE_FORMAT = "f2"
 # Columns the intermediates leave out and the shard writer restores (see the module docstring).
 DERIVED = ("pair_id", "bucket")
-# Shards are written without dictionaries (hashing every value cost more than plain + snappy,
-# which compresses repeated values anyway) and without min/max of the text columns (prunes no
-# query, costs 10% of the encoding time).
+# Shards are written without dictionaries (hashing every value costs more than plain + snappy,
+# which compresses repeated values anyway) and without min/max of the text columns (they prune
+# no query and cost encoding time: docs/results/, the shuffle's partition share and profile).
 NO_STATISTICS = ("a", "b", "lcs")
 SHARD_CODECS = ("snappy", "zstd", "lz4", "gzip", "brotli", "none")
 SPILL_CODECS = ("none", "lz4", "zstd")
 PARTITION_SHARE = 16  # a partition takes at most 1/16 of the memory limit (see choose_partitions)
 MIN_MEMORY_LIMIT = 16 * 10**6
-# Disk written per byte of the pairs' in-memory size (`uncompressed_bytes`), measured on the
-# benchmark's tables and rounded up: intermediates (1.27, 0.59, 0.37: uncompressed IPC holds the
-# dictionary-encoded columns as plain strings, plus the key and count columns) and shards.
+# Disk written per byte of the pairs' in-memory size (`uncompressed_bytes`): the benchmark's tables'
+# ratios rounded up (docs/results/, the shuffle's intermediates without pair_id and bucket), for the
+# intermediates (uncompressed IPC holds the dictionary-encoded columns as plain strings, plus the key
+# and count columns) and for the shards.
 SPILL_DISK = {"none": 1.3, "lz4": 0.7, "zstd": 0.5}
 SHARD_DISK = {"none": 1.4, "snappy": 0.55, "lz4": 0.6, "zstd": 0.4, "gzip": 0.4, "brotli": 0.4}
 INPUT_SLICE_ROWS = 1 << 17  # phase 1 reads an input shard this many rows at a time
@@ -90,19 +93,21 @@ class ShuffleConfig:
     )
     threads: int = 0  # threads for gathering and writing (0: all cores)
     batch_size: int = 256  # for the false-negative measurement (pairs of one document in one batch)
-    # Shards are read whole, once per epoch: snappy encodes 1.4x and decodes faster than zstd
-    # for files about 1.5x larger ("zstd" when disk matters more).
+    # Shards are read whole, once per epoch: snappy encodes and decodes faster than zstd, for
+    # larger files ("zstd" when disk matters more; docs/results/, the shuffle's intermediates
+    # uncompressed and its shards in snappy).
     shard_compression: str = field(
         default="snappy",
-        metadata={"help": "Parquet codec of the training shards: snappy, zstd (~30% smaller, slower), lz4, none"},
+        metadata={"help": "Parquet codec of the training shards: snappy, zstd (smaller, slower), lz4, none"},
     )
     # Intermediate files under `_work/`, written and read once: uncompressed IPC is memory-mapped
-    # (no copy on read) and costs no CPU; "lz4" about halves their disk space for ~30% more time.
+    # (no copy on read) and costs no CPU; "lz4" takes less disk space for more time (docs/results/,
+    # the shuffle's intermediates uncompressed and its shards in snappy).
     spill_compression: str = field(
         default="none",
         metadata={
-            "help": "codec of the shuffle's temporary files (~4x the pairs' size on disk): none, lz4 (half the disk, "
-            "~30% slower), zstd"
+            "help": "codec of the shuffle's temporary files (several times the pairs' size on disk): none, lz4 "
+            "(less disk, slower), zstd"
         },
     )
 
@@ -246,10 +251,11 @@ def choose_partitions(input_bytes: int, memory_limit: str) -> int:
     """A power of two such that one partition (uncompressed) takes at most 1/16 of the limit.
 
     Two partitions are in memory at once (the next one loads while this one is written), with
-    the gathered batches, the shards being encoded, the input slices of phase 1 (two per GiB,
-    see `_in_flight`) and memory the allocator keeps; the interpreter and libraries take ~80 MB.
-    At 1/16 the process stays under the limit (measured at 1 GiB: peak 0.82-0.90 GB at 1 and
-    5 GB of Parquet; 1.25 GB at 1/8 with the prefetch).
+    the gathered batches, the shards being encoded, the input slices of phase 1 (see
+    `_in_flight`), memory the allocator keeps, and the interpreter's and libraries' own. At 1/16
+    the process stays under the limit, where 1/8 went over it once the next partition was
+    prefetched (the results log: docs/results/, the shuffle's partition share and profile; the
+    shuffle against `sort -u | shuf` at 1 and 5 GB).
     """
     limit = parse_bytes(memory_limit)
     need = max(1, -(-input_bytes * PARTITION_SHARE // max(limit, 1)))
@@ -273,7 +279,7 @@ def check_disk(out_dir: Path, need: int) -> None:
         raise OSError(
             f"the shuffle needs about {(need - written) / 1e9:.1f} GB more disk under {existing}, "
             f"{free / 1e9:.1f} GB are free: free some space, use another data root, or pass "
-            'spill_compression="lz4" (half the temporary files, ~30% slower)'
+            'spill_compression="lz4" (smaller temporary files, a slower stage)'
         )
 
 
@@ -311,21 +317,23 @@ def _threads(config: ShuffleConfig) -> int:
 
 
 def _in_flight(config: ShuffleConfig) -> int:
-    """Input shards partitioned, or output shards encoded, at once: each holds ~100 MB (a slice
-    or a shard and its copies), so two per GiB of the memory limit, at most one per thread."""
+    """Input shards partitioned, or output shards encoded, at once: each holds a slice or a shard
+    and its copies (docs/results/, the shuffle's partition share and profile), so two per GiB of
+    the memory limit, at most one per thread."""
     return max(1, min(_threads(config), round(2 * parse_bytes(config.memory_limit) / 2**30)))
 
 
 def _release_memory() -> None:
-    """Give memory the Arrow allocator keeps back to the OS (measured: -120 MB of peak at 1 GB)."""
+    """Give memory the Arrow allocator keeps back to the OS: a lower peak (docs/results/, the shuffle's in-memory
+    sort)."""
     pa.default_memory_pool().release_unused()
 
 
 @contextmanager
 def _jemalloc_pool():
-    """Arrow allocations on jemalloc while the stage runs, where the wheel has it: measured
-    against the default mimalloc, 5% less time and 50-130 MB less peak memory at 1 and 5 GB
-    (fewer pages handed back to the OS and faulted in again between partitions)."""
+    """Arrow allocations on jemalloc while the stage runs, where the wheel has it: less time and
+    a lower peak than on the default mimalloc (fewer pages handed back to the OS and faulted in
+    again between partitions; docs/results/, the shuffle on Arrow's jemalloc pool)."""
     try:
         pool = pa.jemalloc_memory_pool()
     except NotImplementedError:
@@ -393,7 +401,8 @@ def partition_shard(in_path: Path, index: int, work: Path, config: ShuffleConfig
             part = keys[kept] >> np.uint64(64 - bits) if bits else np.zeros(len(kept), np.uint64)
             group = part * np.uint64(len(BUCKETS)) + buckets[kept].astype(np.uint64)
             # Grouped, in input order within each group: the gather then reads the slice in 2P
-            # forward streams (twice as fast as in key order); phase 2 orders by key anyway.
+            # forward streams (faster than in key order: docs/results/, the shuffle's partition
+            # share and profile); phase 2 orders by key anyway.
             order = np.argsort((group << np.uint64(32)) | kept.astype(np.uint64))
             kept, stands_for, same_doc = kept[order], stands_for[order], same_doc[order]
             table = table.drop_columns(list(DERIVED)).take(kept)  # one gather; the slices below are zero-copy
@@ -438,7 +447,8 @@ def read_partition(work: Path, p: int, partitions: int) -> tuple[pa.Table | None
                         codes.append(np.full(batch.num_rows, code, np.int8))
     if schema is None:
         return None, np.zeros(0, np.int8)
-    # One contiguous array per column: a gather over hundreds of chunks is several times slower.
+    # One contiguous array per column: a gather over hundreds of chunks is much slower (docs/results/,
+    # the shuffle's in-memory sort).
     # The batches are memory-mapped file pages, so only the copy takes heap memory.
     table = pa.Table.from_batches(batches, schema=schema).combine_chunks()
     return table, np.concatenate(codes) if codes else np.zeros(0, np.int8)

@@ -54,7 +54,9 @@ class SplitConfig:
 
 def normalize(text: str) -> str:
     """The matching form: NFKC, case-folded, runs of whitespace collapsed to one space."""
-    if text.isascii():  # NFKC is the identity and casefold is lower() on ASCII: 3x faster
+    # NFKC is the identity and casefold is lower() on ASCII: a faster path to the same form (the results log:
+    # docs/results/, the matching form's ASCII fast path)
+    if text.isascii():
         return " ".join(text.lower().split())
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
