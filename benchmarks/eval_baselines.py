@@ -40,14 +40,13 @@ def main() -> int:
         question_queries=args.question_queries,
         root=args.root,
     )
-    show = harness.Lines()
-    show(Path(result["report"]).read_text(encoding="utf-8"))
+    report = Path(result["report"]).read_text(encoding="utf-8")
+    print(report)
     print(f"report: {result['report']}  ({time.monotonic() - started:.0f} s)")
     queries = f"{args.question_queries:,} sampled" if args.question_queries else "all"
-    sets = "StackOverflow only" if only else "every set"
-    harness.record(
-        args, f"Every baseline on {sets} ({queries} StackOverflow queries)", show.lines, figures(result, args.root)
-    )
+    title = f"Every baseline on {'StackOverflow only' if only else 'every set'} ({queries} StackOverflow queries)"
+    lines = [line for line in report.splitlines() if not line.startswith("![")]  # its charts stay in the data root
+    harness.record(args, title, lines, figures(result, args.root))
     return 0
 
 
@@ -58,7 +57,8 @@ def figures(result: dict, root: str | None) -> dict:
     from storage.layout import data_root
     from storage.stage_output import ref_dir
 
-    rows = pq.read_table(ref_dir(data_root(root), result["metrics"])).to_pylist()
+    folder = ref_dir(data_root(root), result["metrics"])
+    rows = [r for part in sorted(folder.glob("part-*.parquet")) for r in pq.read_table(part).to_pylist()]
     table: dict[str, dict[str, float | None]] = {}
     for r in rows:
         table.setdefault(r["model"], {})[f"{r['dataset']}/{r['task']}/{r['metric']}@{r['k']}"] = r["value"]

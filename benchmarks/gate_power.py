@@ -1,6 +1,6 @@
 """How many held-out queries the gate's paired test needs: its power against suite size, from a real night.
 
-    .venv/bin/python benchmarks/gate_power.py --root /tmp/ladder6/python-docs/data
+    .venv/bin/python benchmarks/gate_power.py --root WORK/python-docs/data
     .venv/bin/python benchmarks/gate_power.py --root R --sizes 100,250,500,1000,2000 --gains 0.02,0.03,0.05
 
 Reads a night's decision (`<root>/models/promotions`, the newest row with a candidate) and the per-query
