@@ -7,8 +7,8 @@ folder and its entry in the results log (docs/results/index.md).
     show("| rows | s |", "|---|---|", f"| {rows:,} | {seconds:.1f} |")   # printed, and kept for the entry
     harness.record(args, "Ingest speed on the demo corpus", show.lines, {"rows": rows, "s": seconds})
 
-Importing it puts the repository and benchmarks/ on `sys.path` and sets the variables below (Hugging Face
-offline, no telemetry) before torch or transformers load. `record` writes nothing without `--record`; with
+Importing it puts the repository and benchmarks/ on `sys.path` and sets HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE
+and DO_NOT_TRACK (where unset) before torch or transformers load. `record` writes nothing without `--record`; with
 it, `docs/results/<date>-<name>.md` (the next free `-2`, `-3` where the name is taken that day) with the date,
 the commit, the machine and the command filled in, `## Figures` from the lines, `## What was learnt` left to
 the person who ran it, and `<same stem>.json` with the figures' dict; then the index's table of entries is
@@ -42,7 +42,9 @@ for _name in ("DO_NOT_TRACK", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
 
 from storage.shared_data import shared_data  # noqa: E402 - after the path
 
-__all__ = ["REPO", "RESULTS", "Lines", "parser", "record", "regenerate_index", "shared_data", "workdir"]
+# The scripts' interface; the GPU suite writes its entry with the last four.
+__all__ = ["REPO", "RESULTS", "Lines", "parser", "workdir", "record", "shared_data"]
+__all__ += ["command", "new_entry", "write_entry", "regenerate_index"]
 
 RESULTS = REPO / "docs" / "results"
 ENTRY = re.compile(r"^(\d{4}-\d{2}-\d{2})-(.+)\.md$")
