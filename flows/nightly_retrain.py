@@ -117,15 +117,15 @@ def night_steps(cfg: NightlyConfig, base: Path, name: str, state: NightState, ma
         print(budget_line(plan, actual))
     if judged.decision.promote:
         set_champion(base, champion_record(night, trained, judged, data))
-    verdict = verdict_of(judged)
-    recorded = close_night(night, [*made, data, trained.ref, judged.metrics_ref], row, {trained.candidate: verdict})
+    verdict, refs = verdict_of(judged), [*made, data, trained.ref, judged.metrics_ref]
+    recorded = close_night(night, refs, row, {trained.candidate: verdict})
     names = sorted({judged.gate.primary, *judged.gate.guards} | set(judged.metrics.get(trained.candidate, {})))
     shown = (verdict, row["reason"], trained.candidate, trained.reference, judged.metrics, names)
     publish(decision_markdown(*shown, judged.test, brought, row["gc"]))
     print(f"{verdict}: {row['reason']}; {time.time() - night.started:.0f} s")
     print(json.dumps({k: v for k, v in row.items() if k.endswith("metrics")}, indent=1))
     # --- embed: search's embeddings by the model in use (the view switches after a promotion)
-    embed_after_decision(night, judged.decision.promote, recorded, row)
+    embed_after_decision(night, judged.decision.promote, recorded, row, made, refs)
     return row
 
 
@@ -190,20 +190,23 @@ def close_night(night: Night, made: list[dict[str, str]], row: dict, pending: di
 def nothing_new(night: Night, data: dict[str, str], brought: dict[str, Any], made: list) -> dict[str, Any]:
     """A night whose corpus and settings are the champion's: no training; new files still embedded."""
     row = nothing_new_row(night, data, brought)
-    recorded = close_night(night, [*made, data], row, {})
+    refs = [*made, data]
+    recorded = close_night(night, refs, row, {})
     champion = row["champion"]
     publish(decision_markdown("nothing-new", row["reason"], "", champion, {}, [], night=brought, gc=row["gc"]))
     print(f"{row['reason']}; {time.time() - night.started:.1f} s")
-    embed_after_decision(night, False, recorded, row)  # new files only: usually a cache hit
+    embed_after_decision(night, False, recorded, row, made, refs)  # new files only: usually a cache hit
     return row
 
 
-def embed_after_decision(night: Night, promoted: bool, recorded: Path, row: dict) -> None:
+def embed_after_decision(night: Night, promoted: bool, recorded: Path, row: dict, made: list, refs: list) -> None:
     """Search's embeddings by the model in use over every document the corpus folder yields, held-out ones
     included (training never sees those; the user's search does), after the decision is recorded and published:
     search keeps serving the complete previous embeddings meanwhile. An error is the note, never the night's
-    failure (the decision is already taken)."""
-    started = time.time()
+    failure (the decision is already taken). The embed flow hands its output up (into `made`) after the night's
+    catalog refresh, so the catalog is refreshed once more with it: the `embeddings` view shows what search
+    serves (`refs`: what the night's refresh showed)."""
+    started, handed = time.time(), len(made)
     c = night.cfg.corpus  # the user's folder, not the training side
     try:
         documents = corpus_documents(str(night.base), input_path=c.path, **c.reader_fields())
@@ -213,3 +216,5 @@ def embed_after_decision(night: Night, promoted: bool, recorded: Path, row: dict
         note = night_embeddings(night.base, documents, promoted=promoted)  # its own errors are its note
     amend_embedded(recorded, row, note, time.time() - started)
     print(f"embedding: {row['embedded']}")
+    if len(made) > handed:
+        update_catalog(str(night.base), [*refs, *made[handed:]])

@@ -54,7 +54,8 @@ PROMOTION_SCHEMA = pa.schema(
         ("confidence", pa.float64()),
         ("queries", pa.int64()),
         ("suite_fingerprint", pa.string()),  # of the texts the primary metric scored
-        ("overlap", pa.int64()),  # of those texts, how many the candidate trained on
+        # queries left out of the paired test: the candidate trained on their texts (tasks/nightly/fair_queries.py)
+        ("overlap", pa.int64()),
         ("error", pa.string()),  # a failed night's error
         # what the night's data stages found and did (`tasks/nightly/report.py: night_data`)
         ("files_new", pa.int64()),
@@ -70,6 +71,8 @@ PROMOTION_SCHEMA = pa.schema(
         ("embedded", pa.string()),  # the night's embed: re-embedded for a new champion, new files only, up to date
         ("plan", pa.string()),  # JSON: the budget's plan before training (tasks/nightly/budget.py: Plan.record)
         ("actual", pa.string()),  # JSON: seconds the night's parts took, against the plan
+        ("overlap_texts", pa.int64()),  # the suite's distinct texts the candidate trained on
+        ("overlap_sample", pa.string()),  # JSON: a few of them
     ]
 )
 

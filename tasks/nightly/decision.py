@@ -50,12 +50,23 @@ def decision_row(
         "primary_metric": judged.gate.primary,
         "suite": night.suite.name,
         "suite_fingerprint": judged.evidence["suite_fingerprint"],
-        "overlap": judged.evidence["overlap"],
+        **overlap_columns(judged.evidence),
         **test_columns(judged.test),
         **data,
         "plan": plan.record() if plan else None,
         "actual": json.dumps({k: round(v, 1) for k, v in actual.items()}, sort_keys=True),
         "embedded": PENDING_EMBED,
+    }
+
+
+def overlap_columns(evidence: dict[str, Any]) -> dict[str, Any]:
+    """The row's overlap: the queries left out of the paired test (None: the candidate's training input is
+    unknown), the suite's texts it trained on and a sample of them."""
+    shared = evidence["shared"]
+    return {
+        "overlap": None if shared is None else evidence["dropped"],
+        "overlap_texts": evidence["overlap"],
+        "overlap_sample": json.dumps(list(shared.sample), ensure_ascii=False) if shared and shared.sample else None,
     }
 
 

@@ -1,5 +1,6 @@
-"""The nightly gate, a pure function: promote iff the suite shares no text with the candidate's training
-input, the primary metric's paired gain is larger than its noise (its bootstrap interval lies above
+"""The nightly gate, a pure function: promote iff the suite can be scored fairly (the queries whose texts the
+candidate trained on are left out of the paired test: tasks/nightly/fair_queries.py), the primary metric's
+paired gain is larger than its noise (its bootstrap interval lies above
 the margin and the permutation p-value is below 1 - confidence) and no guard metric drops by more
 than its allowance; a missing metric refuses. An export `gur rollback` took back is never promoted by a night.
 `judge` is what a night calls: the evidence from its evaluation units, the paired test, the decision.
@@ -37,14 +38,18 @@ def gate(
     guards: dict[str, float],
     test: PairedTest | None,
     overlap: int | None = 0,
+    refusal: str | None = None,
+    dropped: int = 0,
 ) -> Decision:
-    """Promote iff the suite shares no text with the candidate's training input (`overlap` 0), the paired
-    `test` of the primary metric shows a gain above its noise (interval low end > margin, p-value <
-    1 - confidence) and no guard drops by more than allowed. An unknown overlap (None) or a missing
-    metric or test refuses."""
-    if overlap is None or overlap > 0:
-        what = "an unknown number of" if overlap is None else str(overlap)
-        return Decision(False, f"the suite shares {what} texts with the candidate's training input")
+    """Promote iff the suite can be scored fairly (`refusal` None: fair_queries.Shared.refusal), the paired
+    `test` of the primary metric (on the queries left after `dropped` ones whose texts the candidate trained on)
+    shows a gain above its noise (interval low end > margin, p-value < 1 - confidence) and no guard drops by
+    more than allowed. An unknown overlap (`overlap` None: the candidate's training input is unknown) or a
+    missing metric or test refuses."""
+    if overlap is None:
+        return Decision(False, "the suite shares an unknown number of texts with the candidate's training input")
+    if refusal:
+        return Decision(False, refusal)
     for name in (primary, *guards):
         missing = [who for who, values in (("candidate", candidate), ("champion", champion)) if name not in values]
         if missing:
@@ -57,6 +62,8 @@ def gate(
         f"{test.confidence:.0%} interval [{test.low:+.4f}, {test.high:+.4f}], p = {test.p_value:.4f} "
         f"over {test.n} queries"
     )
+    if dropped:
+        shown += f" ({dropped} left out: the candidate trained on their texts)"
     if test.low <= margin:
         return Decision(False, f"{shown}: the interval does not clear the margin {margin}")
     if test.p_value >= alpha:
@@ -93,7 +100,11 @@ def judge(
     if evidence["candidate"] is not None:
         test = paired_test(evidence["candidate"], evidence["champion"], g.confidence)
     cand, champ = metrics.get(candidate, {}), metrics.get(champion, {})
-    decision = gate(cand, champ, g.primary, g.margin, g.guards, test, evidence["overlap"])
+    shared = evidence["shared"]
+    kept = 0 if evidence["candidate"] is None else len(evidence["candidate"])
+    refusal = shared.refusal(kept) if shared is not None and shared.shared else None
+    overlap = None if shared is None else evidence["overlap"]
+    decision = gate(cand, champ, g.primary, g.margin, g.guards, test, overlap, refusal, evidence["dropped"])
     decision = refuse_rolled_back(root, candidate, decision)
     return decision, evidence, test
 

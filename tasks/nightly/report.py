@@ -3,6 +3,7 @@ fingerprint that says whether anything is new, and the markdown artifact."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from storage.stage_output import ref_complete, ref_dir, ref_manifest
 from tasks.evaluate.suite import DatasetSpec
 from tasks.evaluate.task import QUERIES
 from tasks.nightly.config import KeywordsSection, TrainSection
+from tasks.nightly.fair_queries import Shared
 from tasks.nightly.recipe import GUR_NIGHT
 from tasks.nightly.significance import PairedTest
 from tasks.runtime.artifacts import publish_or_warn
@@ -47,8 +49,9 @@ def primary_evidence(
 ) -> dict[str, Any]:
     """What the paired test and the overlap check read from the evaluation units of the primary metric's
     dataset: each model's per-query values (aligned by query, None when missing or when the two units
-    scored different texts), the candidate's overlap with its training input (None: unknown) and the
-    suite's texts fingerprint."""
+    scored different texts), without the queries whose texts the candidate trained on (tasks/nightly/
+    fair_queries.py: `shared`, None when its training input is unknown; `dropped`, how many were left out),
+    and the suite's texts fingerprint."""
     dataset, task, metric = primary.split("/", 2)
     metric, _, k = metric.partition("@")
     found: dict[str, tuple[dict, dict[int, float]]] = {}
@@ -69,12 +72,28 @@ def primary_evidence(
         "texts_fingerprint"
     )
     queries = sorted(cand[1]) if same_texts and cand[1] and sorted(cand[1]) == sorted(champ[1]) else []
+    shared = shared_of(root, cand[0], candidate)
+    kept = [q for q in queries if shared is None or q not in shared.queries]
     return {
-        "candidate": np.array([cand[1][q] for q in queries]) if queries else None,
-        "champion": np.array([champ[1][q] for q in queries]) if queries else None,
-        "overlap": (cand[0].get("overlap") or {}).get("overlap"),
+        "candidate": np.array([cand[1][q] for q in kept]) if kept else None,
+        "champion": np.array([champ[1][q] for q in kept]) if kept else None,
+        "shared": shared,
+        "dropped": len(queries) - len(kept),
+        "overlap": (cand[0].get("overlap") or {}).get("overlap"),  # texts the candidate trained on
         "suite_fingerprint": cand[0].get("texts_fingerprint"),
     }
+
+
+def shared_of(root: Path, manifest: dict[str, Any], candidate: str) -> Shared | None:
+    """The suite's texts the candidate trained on, from its unit's manifest: none to look for when the unit
+    counted none (the usual night: no dataset read again), None when its training input is unknown."""
+    counted = (manifest.get("overlap") or {}).get("overlap")
+    if counted is None:
+        return None
+    if counted == 0:
+        return Shared(0, 0)
+    spec = DatasetSpec(**manifest["inputs"]["dataset"])
+    return Shared.of(candidate, replace(spec, path=str(recorded_path(root, spec.path))) if spec.path else spec)
 
 
 def training_settings(train: TrainSection, keywords: KeywordsSection) -> str:

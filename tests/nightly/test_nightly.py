@@ -46,9 +46,13 @@ def test_gate_by_hand():
     missing = gate({"s": 0.9}, champ, "p", 0.0, {}, clear)
     assert not missing.promote and "p was not measured for the candidate" in missing.reason
     assert not gate({"p": 0.8}, {"p": 0.8}, "p", 0.0, {}, None).promote  # no per-query values: no evidence
-    overlap = gate({"p": 0.82}, {"p": 0.80}, "p", 0.0, {}, clear, overlap=3)
-    assert not overlap.promote and "shares 3 texts with the candidate's training input" in overlap.reason
-    assert not gate({"p": 0.82}, {"p": 0.80}, "p", 0.0, {}, clear, overlap=None).promote
+    leaked = gate({"p": 0.82}, {"p": 0.80}, "p", 0.0, {}, clear, overlap=30, refusal="a suite that leaked")
+    assert not leaked.promote and leaked.reason == "a suite that leaked"
+    # queries whose texts the candidate trained on were left out of the test: judged on the rest, and said
+    fair = gate({"p": 0.82}, {"p": 0.80}, "p", 0.0, {}, clear, overlap=1, dropped=2)
+    assert fair.promote and "over 100 queries (2 left out: the candidate trained on their texts)" in fair.reason
+    unknown = gate({"p": 0.82}, {"p": 0.80}, "p", 0.0, {}, clear, overlap=None)
+    assert not unknown.promote and "an unknown number of texts" in unknown.reason
 
 
 def test_a_tie_or_a_noisy_gain_does_not_promote():
@@ -252,8 +256,15 @@ def test_nights(nightly):
     first = nightly_retrain(config_path=str(good), root=str(root))
     assert first["decision"] == "promoted", first["reason"]
     # its flows (data stages, training, evaluation, embedding) hand their outputs up: the night refreshes the
-    # catalog before its retention and after its row, not once per flow
-    assert task_runs_since("update-catalog", since) == 2
+    # catalog before its retention, after its row and after its embedding, not once per flow
+    assert task_runs_since("update-catalog", since) == 3
+    # the embeddings view shows what search serves: every title of the folder, held-out ones included
+    from tasks.embed.outputs import read_active
+
+    embedded = json.loads((root / read_active(root)["path"] / "_manifest.json").read_text())["rows"]["embeddings"]
+    con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM embeddings").fetchone()[0] == embedded == 600
+    con.close()
     assert "against the initial model" in first["reason"]
     champion = read_champion(root)
     assert champion["export"] == first["candidate"] and champion["number"] == 1

@@ -386,6 +386,11 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
     )
     second = nightly_retrain(config_path=str(capped), root=str(root))
     assert second["decision"] in ("promoted", "refused"), second["reason"]
+    # the embeddings view after the night: the new file's sections too, what search serves (it was stale)
+    capsys.readouterr()
+    assert gur(["--root", str(root), "sql", "SELECT count(*) AS n FROM embeddings"]) == 0
+    embedded = json.loads((root / read_active(root)["path"] / "_manifest.json").read_text())["rows"]["embeddings"]
+    assert embedded > len(docs) and f"\n{embedded}\n" in capsys.readouterr().out  # the new file's too
     assert json.loads(second["plan"])["steps"] == MIN_STEPS
     run = Path(second["candidate"]).parent
     champion_split = next(u for u in manifest["upstream"] if u["stage"] == "split")
@@ -404,8 +409,8 @@ def test_a_night_on_long_documents_promotes_the_documents_recipe_and_search_cove
 @pytest.mark.slow
 def test_a_gur_night_warm_starts_from_the_model_in_use_and_stops_at_its_time_budget(tmp_path, wiki):
     from flows.nightly_retrain import nightly_retrain
-    from tasks.nightly.night import start_of
     from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.night import start_of
     from tasks.nightly.recipe import GUR_NIGHT
 
     corpus = tmp_path / "corpus"

@@ -385,8 +385,8 @@ def test_retention_settings_are_checked_where_they_are_read(tmp_path):
 
 def test_a_night_whose_gc_fails_keeps_its_decision_and_says_why(grown_root, tmp_path):
     """The gc runs after the promotion: its error is a note in the decision row, never a failed night."""
-    from tasks.nightly.upkeep import retention
     from tasks.nightly.config import load_nightly_config
+    from tasks.nightly.upkeep import retention
 
     root = grown_root["root"]
     path = tmp_path / "nightly.toml"
