@@ -39,6 +39,8 @@ from storage.manifest import is_complete
 from storage.shards import finished_shards, link_shard, read_shard, sum_shard_stats, write_shard
 from storage.stage_output import StageOutput
 from tasks.ingest.documents import REJECTS_SCHEMA, IngestConfig, write_documents
+from tasks.ingest.html_text import self_closes
+from tasks.ingest.raw_bytes import _decompress
 from tasks.ingest.readers import CorpusError, CorpusFile, corpus_files, file_format, read_member
 from tasks.ingest.seen_keys import SeenKeys
 from tasks.runtime.map_shards import workers_paid_for
@@ -58,9 +60,11 @@ class FileUnit:
     digest: str  # xxh3-128 of the bytes ("hidden" for a dot-named file, which is never read)
     format: str
     hidden: bool
+    self_closing: bool = False  # an HTML page that writes non-void elements self-closing (content_key)
 
     def key(self) -> dict[str, Any]:
-        return {"path": self.rel, "digest": content_key(self.digest, self.format), "format": self.format}
+        digest = content_key(self.digest, self.format, self.self_closing)
+        return {"path": self.rel, "digest": digest, "format": self.format}
 
 
 # Formats whose reader has changed what it reads from the same bytes since FILE_CODE_VERSION: the version is
@@ -70,11 +74,28 @@ class FileUnit:
 # a list of sentences with links (`<li><p>`) is no longer dropped as navigation; html-5: docutils' footnotes,
 # citations and topics (`<aside>`) are no longer dropped as sidebars.
 READER_VERSIONS = {"html": "html-5", "warc": "html-5"}
+# html-6: elements written self-closing (`<a id="x"/>`, XHTML's syntax) are empty, not left open to swallow the
+# headings after them. It reads only such pages differently, so only their key says it (`SELF_CLOSING`): every
+# other page keeps its cached unit, and a corpus that read correctly keeps its bytes and its champion.
+SELF_CLOSING = "html-6"
 
 
-def content_key(digest: str, fmt: str) -> str:
-    """A file's content digest, with its reader's version where that reader changed (`READER_VERSIONS`)."""
+def content_key(digest: str, fmt: str, self_closing: bool = False) -> str:
+    """A file's content digest, with its reader's version where that reader changed (`READER_VERSIONS`; an HTML
+    page with self-closing elements: `SELF_CLOSING`)."""
+    if fmt == "html" and self_closing:
+        return f"{digest}+{SELF_CLOSING}"
     return f"{digest}+{READER_VERSIONS[fmt]}" if fmt in READER_VERSIONS else digest
+
+
+def page_self_closes(path: Path, fmt: str) -> bool:
+    """Whether an HTML file (compressed or not) writes a non-void element self-closing (html_text.self_closes)."""
+    if fmt != "html":
+        return False
+    try:
+        return self_closes(_decompress(Path(path).read_bytes()))
+    except (OSError, EOFError, ValueError):  # unreadable: its reader says so, as a reject
+        return False
 
 
 def file_digest(path: Path) -> str:
@@ -93,7 +114,8 @@ def plan_folder(folder: Path, config: IngestConfig) -> list[FileUnit]:
 def _unit(file: CorpusFile, config: IngestConfig) -> FileUnit:
     if file.hidden:
         return FileUnit(file.rel, str(file.path), "hidden", "none", True)
-    return FileUnit(file.rel, str(file.path), file_digest(file.path), member_format(file, config.reader.format), False)
+    fmt = member_format(file, config.reader.format)
+    return FileUnit(file.rel, str(file.path), file_digest(file.path), fmt, False, page_self_closes(file.path, fmt))
 
 
 def member_format(file: CorpusFile, forced: str = "auto") -> str:

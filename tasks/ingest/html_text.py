@@ -40,6 +40,13 @@ _FIRST_HEADING = re.compile(
     rb"\s*(?:<(?:span|a)\b[^<>]*>\s*</(?:span|a)\s*>\s*)*<h([1-6])\b[^<>]*>(.*?)</h\1\s*>", re.S | re.I
 )
 _WORD = re.compile(r"[^\W_]+")
+# A self-closing tag: its name, then its attributes (no `<` or `>` inside, as generators write them), then `/>`.
+_SELF_CLOSED = re.compile(rb"<([A-Za-z][A-Za-z0-9:_-]*)((?:\s[^<>]*?)?)\s*/>")
+_TAG_NAME = re.compile(rb"[A-Za-z][A-Za-z0-9:_-]*")
+_VOID = {  # HTML's void elements (and the obsolete ones parsers still treat so): `<br/>` is `<br>`
+    *(b"area base br col embed hr img input link meta param source track wbr".split()),
+    *(b"basefont bgsound frame keygen command image isindex nextid spacer".split()),
+}
 # A list item that is a paragraph; its text may not run past another item's tag, so a page whose items are not
 # closed (valid HTML) is scanned once, not once per item.
 _PROSE_ITEM = re.compile(rb"<li\b[^<>]*>\s*<p\b(?:[^<]|<(?!/?li\b))*?</p\s*>\s*</li\s*>", re.I)
@@ -93,7 +100,8 @@ def html_page(data: bytes, declared: str | None = None) -> Page:
     from resiliparse.parse.html import HTMLTree
 
     charset = charset_of(data, declared)
-    cleaned = _docutils_asides_as_divs(_unwrap_links_in_prose_items(_drop_heading_ids(data, charset)))
+    closed = _closed_empty_elements(data)
+    cleaned = _docutils_asides_as_divs(_unwrap_links_in_prose_items(_drop_heading_ids(closed, charset)))
     tree = HTMLTree.parse_from_bytes(cleaned, charset, errors="replace")
     if tree.body is None:
         return Page(_heading_text(tree.title or "") or None, [])
@@ -118,6 +126,37 @@ def html_page(data: bytes, declared: str | None = None) -> Page:
     first_h1 = next((text for level, text in blocks if level == 1), None)  # in the main content, not a banner
     title = first_h1 or _heading_text(tree.title or "") or None
     return Page(title, sections_from_blocks(blocks))
+
+
+def _closed_empty_elements(data: bytes) -> bytes:
+    """`data` with every self-closing element that HTML has no void form of (`<a id="x"/>`, `<div/>`) written as
+    an empty element with its end tag (`<a id="x"></a>`). XHTML and XML syntax close them so; an HTML parser
+    ignores the slash and leaves the element open to the end of its parent: DocBook's XSL stylesheets write each
+    heading's anchor `<h2><a id="..."/>2.1. Title</h2>`, and the open `<a>` swallowed every heading after it
+    (a chapter of dozens of sections read as one document). Void elements (`<br/>`, `<img/>`) mean the same
+    either way and are left as they are; a page without `/>` is returned untouched."""
+    if b"/>" not in data:
+        return data
+    return _SELF_CLOSED.sub(_closed, data)
+
+
+def self_closes(data: bytes) -> bool:
+    """Whether the page writes an element HTML has no void form of as self-closing (`_closed_empty_elements`
+    changes it: the ingest reads such a page again after the upgrade that closes them, and no other page)."""
+    end = data.find(b"/>")
+    while end != -1:  # from each `/>` back to its tag's name: cheaper than a regular expression over every tag
+        name = _TAG_NAME.match(data, data.rfind(b"<", 0, end) + 1)
+        if name is not None and name.group(0).lower() not in _VOID:
+            return True
+        end = data.find(b"/>", end + 2)
+    return False
+
+
+def _closed(tag: re.Match) -> bytes:
+    name = tag.group(1)
+    if name.lower() in _VOID:
+        return tag.group(0)
+    return b"<" + name + (tag.group(2) or b"") + b"></" + name + b">"
 
 
 def _drop_heading_ids(data: bytes, charset: str) -> bytes:
