@@ -107,8 +107,8 @@ def night(corpus: Path, root: Path, config: Path) -> dict:
 
         return run
 
-    real = (nightly.gate_suite, nightly.data_stages, nightly.train_candidate)
-    nightly.gate_suite, nightly.data_stages = timed("data", real[0]), timed("data", real[1])
+    real = (nightly.open_night, nightly.data_stages, nightly.train_candidate)  # open_night: the held-out split
+    nightly.open_night, nightly.data_stages = timed("data", real[0]), timed("data", real[1])
     nightly.train_candidate = timed("train", real[2])  # timing only: the same functions run
     try:
         timed("data", build_pairs)(
@@ -116,7 +116,7 @@ def night(corpus: Path, root: Path, config: Path) -> dict:
         )
         row = nightly.nightly_retrain(config_path=str(config), root=str(root))
     finally:
-        nightly.gate_suite, nightly.data_stages, nightly.train_candidate = real
+        nightly.open_night, nightly.data_stages, nightly.train_candidate = real
     return {**spent, "decision": row["decision"], "freed": row.get("gc_freed_bytes") or 0}
 
 

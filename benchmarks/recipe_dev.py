@@ -64,17 +64,12 @@ def inner_labelled(corpus: Path, out: Path) -> Path:
 def prepare(root: Path) -> dict[str, dict[str, str]]:
     """A first night's split and data stages in `root` (its `nightly.toml`), and the start it would train from,
     without the training, scoring or search: the held-out suite and the training inputs (data_stages)."""
-    from flows.nightly_retrain import data_stages, resolve_method, start_of
-    from storage.champion import read_start, record_start
+    from flows.nightly_retrain import data_stages
     from tasks.nightly.config import load_nightly_config
-    from tasks.nightly.holdout import gate_suite
+    from tasks.nightly.night import NightState, open_night
 
-    cfg = load_nightly_config(root / "nightly.toml")
-    cfg, _ = gate_suite(cfg, root)
-    cfg = resolve_method(cfg)
-    if read_start(root) is None:
-        record_start(root, start_of(cfg, None), cfg.source)
-    return data_stages(cfg, root)
+    night = open_night(load_nightly_config(root / "nightly.toml"), root, "recipe-dev", NightState())
+    return data_stages(night)
 
 
 def main() -> None:

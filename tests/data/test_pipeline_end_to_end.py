@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.shared_data import shared_data
 from tests.helpers.shared_data import require_shared
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -20,7 +21,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+SHARED = shared_data()
 TRAIN_OPTIONS = dict(
     vocab_size=600,
     tokenizer_sample=3000,

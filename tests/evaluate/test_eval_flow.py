@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from storage.shared_data import shared_data
 from tests.helpers.flow_runs import task_run_states
 from tests.helpers.shared_data import require_shared
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+SHARED = shared_data()
 
 
 def test_evaluate_flow(tmp_path):

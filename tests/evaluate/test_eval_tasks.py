@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from models.encoders import BM25Ranker, TransformerEncoder, minilm_path, word_tokens
+from storage.shared_data import shared_data
 from tasks.evaluate import models as eval_models
 from tasks.evaluate.data import (
     DatasetMissing,
@@ -28,7 +28,7 @@ from tasks.evaluate.scoring import QuestionRetrievalConfig, dense_retrieval, que
 from tasks.evaluate.suite import DatasetSpec, SuiteConfig, run_unit, unit_rows
 from tests.helpers.shared_data import require_shared
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+SHARED = shared_data()
 SO = SHARED / "stackoverflow" / "train.tsv"
 
 

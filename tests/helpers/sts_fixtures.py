@@ -9,9 +9,10 @@ from pathlib import Path
 import torch
 
 from samples.tiny_bert import tiny_bert
+from storage.shared_data import shared_data
 
 REPO = Path(__file__).resolve().parents[2]
-STSB = REPO.parent / "shared" / "data" / "stsb"
+STSB = shared_data("stsb")
 
 
 def stsb_rows(lang: str, split: str, n: int, skip: int = 0) -> list[list[str]]:

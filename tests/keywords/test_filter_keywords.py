@@ -5,6 +5,7 @@ import dataclasses
 import pyarrow as pa
 import pytest
 
+from storage.shared_data import shared_data
 from tasks.keywords.filter import (
     KEYWORDS_CODE_VERSION,
     KEYWORDS_SCHEMA,
@@ -84,10 +85,9 @@ def test_tokenize_equals_the_uncached_reference_on_real_titles_and_mixed_scripts
     import csv
     import random
 
-    from tests.helpers import REPO
     from tests.helpers.shared_data import require_shared
 
-    path = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+    path = shared_data("stackoverflow", "train.tsv")
     require_shared(path)
     with open(path, encoding="utf-8", newline="") as f:
         titles = [row["title"] for row in csv.DictReader(f, delimiter="\t")][:3000]

@@ -7,12 +7,12 @@ import json
 import duckdb
 import pytest
 
-from tests.helpers import REPO
+from storage.shared_data import shared_data
 from tests.helpers.flow_runs import task_states
 from tests.helpers.shared_data import require_shared
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
-SO_TRAIN = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+SO_TRAIN = shared_data("stackoverflow", "train.tsv")
 
 
 @pytest.fixture()

@@ -19,6 +19,7 @@ import pytest
 
 from gur_cli import main as gur
 from storage.champion import read_champion, record_decision, roll_back, set_champion
+from storage.shared_data import shared_data
 from storage.stage_output import StageOutput, ref_dir, verify_outputs
 from tasks.retention.collect import collect
 from tasks.retention.plan import RetentionConfig, plan
@@ -270,7 +271,7 @@ def test_a_gc_killed_mid_way_is_finished_by_a_rerun_and_the_root_verifies(grown_
 
 def test_reports_past_the_window_keep_their_numbers_not_their_extras(grown_root):
     """Older evaluations lose report.md, charts and per-query values; `metrics` still reads every row."""
-    shared = REPO.parent / "shared" / "data" / "stackoverflow" / "train.tsv"
+    shared = shared_data("stackoverflow", "train.tsv")
     require_shared(shared)
     from flows.evaluate import evaluate
     from storage.catalog import connect_catalog
