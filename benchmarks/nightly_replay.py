@@ -85,7 +85,8 @@ def main() -> None:
     )
     write(corpus / "night0.tsv", train_rows[:cut])
     kw = dict(text_field="title", title_field="", warm_start=True, root=str(root))
-    # the recipe docs/nightly.md's figures were measured with: the `cpu` preset before the mix (s2s weight 2)
+    # the recipe its entry (docs/results/2026-11-25-nightly-replay-candidate.md) was measured with: the `cpu`
+    # preset before the mix (s2s weight 2)
     options = {"seed": args.seed, "s2s_weight": 2.0, "interpolate": 1.0}
 
     from prefect.testing.utilities import prefect_test_harness

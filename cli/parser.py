@@ -151,7 +151,7 @@ methods:
           fine-tune the same encoder, for long documents (manuals, wiki pages), on the newest
           `build-pairs` split output's sentences: title -> body and inverse-cloze pairs of each
           document, and the GUR pairs of the shuffle output mined from that split as a fifth of
-          the batches (gur_share 0.2; --options '{"gur_share": 0}' turns them off: docs/nightly.md)
+          the batches (gur_share 0.2; --options '{"gur_share": 0}' turns them off: docs/nightly-config.md)
 
 presets (tfcsg / simcse; default auto = cpu, the measured one, on every machine; printed at the start):
   paper   the TFCSG paper: Adam lr 3e-5, batch 32, 10 epochs, max length 32, [CLS] pooling,
