@@ -39,7 +39,7 @@ from flows.train import train_flow
 from storage.champion import record_decision, root_lock, set_champion
 from storage.layout import data_root
 from storage.stage_output import ref_dir
-from tasks.nightly.budget import Plan
+from tasks.nightly.budget import Plan, measured_rates
 from tasks.nightly.candidate import Trained, judged_against, train_parameters
 from tasks.nightly.config import CONFIG_NAME, NightlyConfig, load_nightly_config
 from tasks.nightly.decision import (
@@ -54,6 +54,7 @@ from tasks.nightly.decision import (
 from tasks.nightly.gate import Judged, gate_evaluation, judged_night
 from tasks.nightly.night import Night, NightState, open_night
 from tasks.nightly.plan import budget_line, night_plan, plans, units_on_disk
+from tasks.nightly.probe import probed_rates
 from tasks.nightly.recipe import documents_gur_share
 from tasks.nightly.replay import fixed_replay
 from tasks.nightly.report import decision_markdown, night_data, publish
@@ -150,7 +151,8 @@ def plan_of(night: Night, inputs: Inputs) -> tuple[Plan | None, float]:
     """(the plan, the replay ratio) of a planned night; (None, `[train] replay` as a number) of another."""
     if not plans(night):
         return None, fixed_replay(night.train)
-    return night_plan(night, inputs, units_on_disk(night.base, gate_units(night, night.start)))
+    rates = probed_rates(night, measured_rates(night.base, night.method))  # a first night: timed here, now
+    return night_plan(night, inputs, units_on_disk(night.base, gate_units(night, night.start)), rates)
 
 
 def gate_units(night: Night, model: str) -> list[dict[str, Any]]:

@@ -178,10 +178,13 @@ class RetentionSection:
 @dataclass(frozen=True)
 class BudgetSection:
     minutes: float = 180.0  # from the night's start to its decision (tasks/nightly/budget.py plans within it)
+    probe: bool = True  # a first night times a few steps and documents before it plans (tasks/nightly/probe.py)
 
     def __post_init__(self) -> None:
         if isinstance(self.minutes, bool) or not isinstance(self.minutes, int | float) or self.minutes <= 0:
             raise ValueError(f"minutes must be a number above 0, not {self.minutes!r}")
+        if not isinstance(self.probe, bool):
+            raise ValueError(f"probe must be true or false (no quotes), not {self.probe!r}")
 
 
 @dataclass(frozen=True)

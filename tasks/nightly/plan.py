@@ -1,7 +1,8 @@
 """The night's plan: what tonight's work is, in steps and documents, and what of it fits the budget.
 
     if plans(night):
-        plan, ratio = night_plan(night, inputs, units_on_disk(base, gate_units))   # printed before training
+        rates = probed_rates(night, measured_rates(base, method))                  # a first night: probed now
+        plan, ratio = night_plan(night, inputs, units_on_disk(base, gate_units), rates)   # printed before training
     print(budget_line(plan, actual))                                                # after the decision
 
 A documents or TFCSG night on a held-out split is planned (tasks/nightly/budget.py does the arithmetic); a GUR
@@ -24,7 +25,7 @@ from storage.layout import record_path
 from storage.stage_output import ref_dir
 from tasks.evaluate.suite import SIMILARITY_KINDS
 from tasks.evaluate.task import unit_done
-from tasks.nightly.budget import Plan, Rates, Work, full_steps, measured_rates, plan_night, replay_ratio, replay_rows
+from tasks.nightly.budget import Plan, Rates, Work, full_steps, plan_night, replay_ratio, replay_rows
 from tasks.nightly.kept_plan import keep_plan, kept_plan, night_key, steps_done
 from tasks.nightly.night import Night
 from tasks.nightly.recipe import documents_gur_share
@@ -52,12 +53,12 @@ def units_on_disk(base: Any, calls: list[dict[str, Any]]) -> tuple[float, float]
     return share(rest), share(guards)
 
 
-def night_plan(night: Night, inputs: Inputs, reused: tuple[float, float]) -> tuple[Plan, float]:
+def night_plan(night: Night, inputs: Inputs, reused: tuple[float, float], rates: Rates) -> tuple[Plan, float]:
     """(the budget's plan, the replay ratio the candidate trains with), the plan printed. `reused`: the model in
-    use's gate units on disk (units_on_disk)."""
+    use's gate units on disk (units_on_disk); `rates`: this root's (budget.measured_rates), a probe's where it has
+    none (tasks/nightly/probe.py)."""
     length = run_length(night)
     work = tonight(night, length(night.suite.train_records), reused)
-    rates = measured_rates(night.base, night.method)
     minutes = night.cfg.budget.minutes
     key = night_key(night.method, inputs, record_path(night.base, night.start), night.settings, minutes)
     kept = kept_plan(night.base, key)

@@ -94,7 +94,7 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
     import time
     from types import SimpleNamespace
 
-    from tasks.nightly.budget import full_steps
+    from tasks.nightly.budget import full_steps, measured_rates
     from tasks.nightly.config import load_nightly_config
     from tasks.nightly.plan import night_plan
     from tasks.nightly.what_is_new import count_new
@@ -127,7 +127,7 @@ def test_a_later_night_that_cannot_retrain_everything_plans_what_is_new_plus_as_
             encoding="utf-8",
         )  # no guard, no suite: the gate costs nothing, the default rates (4.7 s a step, 60 s start) are the root's
         night = night_of(load_nightly_config(path), base, suite, time.time(), champ)
-        return night_plan(night, inputs, (0.0, 0.0))
+        return night_plan(night, inputs, (0.0, 0.0), measured_rates(base, "documents"))
 
     epoch, replayed = full_steps(60, 4, 1.0, 0.2), full_steps(32, 4, 1.0, 0.2)  # 16 new + 16 older
     roomy, ratio = plan('"auto"', 180)  # the epoch fits: everything, as on a small corpus
@@ -156,6 +156,7 @@ def test_a_night_run_again_after_a_stop_keeps_its_plan_so_its_training_resumes(t
     import time
     from types import SimpleNamespace
 
+    from tasks.nightly.budget import measured_rates
     from tasks.nightly.config import load_nightly_config
     from tasks.nightly.kept_plan import plan_path
     from tasks.nightly.plan import night_plan
@@ -175,7 +176,7 @@ def test_a_night_run_again_after_a_stop_keeps_its_plan_so_its_training_resumes(t
             encoding="utf-8",
         )  # no guard, no suite: 180 s leave 102 for steps after the reserve and the start, less what was spent
         night = night_of(load_nightly_config(path), base, suite, time.time() - spent)
-        return night_plan(night, inputs, (0.0, 0.0))
+        return night_plan(night, inputs, (0.0, 0.0), measured_rates(base, "documents"))
 
     stopped, _ = plan(3, spent=30)  # the data stages took 30 s: 15 of the epoch's 19 steps fit
     assert (stopped.steps, stopped.full_steps, stopped.kept) == (15, 19, {})

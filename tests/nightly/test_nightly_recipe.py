@@ -256,7 +256,8 @@ def write_documents_config(
     path: Path, corpus: Path, model: Path, lr: float, steps: int = 60, gur_share: float = 0.0, minutes: float = 180
 ) -> Path:
     """Defaults but the start model (a random tiny BERT: a large rate), the length, no STS guard, GUR's pairs
-    as `gur_share` of the batches and the budget."""
+    as `gur_share` of the batches and the budget, planned by the development VM's rates (no probe: the tiny
+    model's steps would fit any budget these nights cut)."""
     path.write_text(
         f"""[corpus]
 path = "{corpus}"
@@ -275,6 +276,7 @@ guards = {{}}
 
 [budget]
 minutes = {minutes}
+probe = false
 """,
         encoding="utf-8",
     )
