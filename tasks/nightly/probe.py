@@ -73,7 +73,9 @@ def run_probe(model_dir: str, texts: list[str], threads: int = 0) -> Probe:
         started = time.perf_counter()
         with torch.inference_mode():
             for start in range(0, len(docs), 32):
-                part = tokenizer(docs[start : start + 32], truncation=True, max_length=length, padding=True, return_tensors="pt")
+                part = tokenizer(
+                    docs[start : start + 32], truncation=True, max_length=length, padding=True, return_tensors="pt"
+                )
                 model(**part)
         doc_s = (time.perf_counter() - started) / len(docs)
     return Probe(step_s, doc_s)
