@@ -467,6 +467,17 @@ def rung_figures(scores: list[PageScore]) -> dict:
     }
 
 
+def page_summary(score: PageScore) -> dict:
+    """A page's row in the entry's JSON: its counts and what it missed, not every heading and document."""
+    row = {k: v for k, v in vars(score).items() if k not in ("headings", "documents")}
+    return {
+        **row,
+        "headings": len(score.headings),
+        "documents": len(score.documents),
+        "largest": max(score.documents, default=0),
+    }
+
+
 def share(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -578,7 +589,7 @@ def main() -> None:
         scores = [score_page(page, label) for page, label in sample]
         f = rung_figures(scores)
         show(table_row(name, packages, f))
-        per_page = [vars(s) for s in scores]
+        per_page = [page_summary(s) for s in scores]
         figures["rungs"][name] = {"packages": packages, "site_pages": len(pages), **f, "per_page": per_page}
         details += miss_lines(name, scores)
     show(
