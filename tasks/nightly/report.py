@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect.artifacts import create_markdown_artifact
+import prefect.artifacts
 
 from models.training.presets import DOCUMENT_PRESETS, PRESETS, resolve_preset
 from storage.fingerprint import fingerprint
@@ -193,6 +193,8 @@ def publish(markdown: str) -> None:
     decision."""
 
     def make() -> None:
-        create_markdown_artifact(markdown, key="nightly-decision", description="nightly-retrain decision")
+        prefect.artifacts.create_markdown_artifact(
+            markdown, key="nightly-decision", description="nightly-retrain decision"
+        )
 
     publish_or_warn(make, "nightly-decision")
