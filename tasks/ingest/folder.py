@@ -39,7 +39,7 @@ from storage.manifest import is_complete
 from storage.shards import finished_shards, link_shard, read_shard, sum_shard_stats, write_shard
 from storage.stage_output import StageOutput
 from tasks.ingest.documents import REJECTS_SCHEMA, IngestConfig, write_documents
-from tasks.ingest.html_text import self_closes
+from tasks.ingest.html_text import reads_differently
 from tasks.ingest.raw_bytes import _decompress
 from tasks.ingest.readers import CorpusError, CorpusFile, corpus_files, file_format, read_member
 from tasks.ingest.seen_keys import SeenKeys
@@ -60,10 +60,10 @@ class FileUnit:
     digest: str  # xxh3-128 of the bytes ("hidden" for a dot-named file, which is never read)
     format: str
     hidden: bool
-    self_closing: bool = False  # an HTML page that writes non-void elements self-closing (content_key)
+    read_anew: bool = False  # an HTML page html-6 reads otherwise than html-5 (content_key)
 
     def key(self) -> dict[str, Any]:
-        digest = content_key(self.digest, self.format, self.self_closing)
+        digest = content_key(self.digest, self.format, self.read_anew)
         return {"path": self.rel, "digest": digest, "format": self.format}
 
 
@@ -75,25 +75,26 @@ class FileUnit:
 # citations and topics (`<aside>`) are no longer dropped as sidebars.
 READER_VERSIONS = {"html": "html-5", "warc": "html-5"}
 # html-6: elements written self-closing (`<a id="x"/>`, XHTML's syntax) are empty, not left open to swallow the
-# headings after them. It reads only such pages differently, so only their key says it (`SELF_CLOSING`): every
-# other page keeps its cached unit, and a corpus that read correctly keeps its bytes and its champion.
-SELF_CLOSING = "html-6"
+# headings after them, and a heading broken by `<br>` stays one heading. It reads only such pages differently
+# (html_text.reads_differently), so only their key says it (`READ_ANEW`): every other page keeps its cached unit,
+# and a corpus that read correctly keeps its bytes and its champion.
+READ_ANEW = "html-6"
 
 
-def content_key(digest: str, fmt: str, self_closing: bool = False) -> str:
+def content_key(digest: str, fmt: str, read_anew: bool = False) -> str:
     """A file's content digest, with its reader's version where that reader changed (`READER_VERSIONS`; an HTML
-    page with self-closing elements: `SELF_CLOSING`)."""
-    if fmt == "html" and self_closing:
-        return f"{digest}+{SELF_CLOSING}"
+    page that html-6 reads otherwise: `READ_ANEW`)."""
+    if fmt == "html" and read_anew:
+        return f"{digest}+{READ_ANEW}"
     return f"{digest}+{READER_VERSIONS[fmt]}" if fmt in READER_VERSIONS else digest
 
 
-def page_self_closes(path: Path, fmt: str) -> bool:
-    """Whether an HTML file (compressed or not) writes a non-void element self-closing (html_text.self_closes)."""
+def page_read_anew(path: Path, fmt: str) -> bool:
+    """Whether html-6 reads an HTML file (compressed or not) otherwise than html-5 (html_text.reads_differently)."""
     if fmt != "html":
         return False
     try:
-        return self_closes(_decompress(Path(path).read_bytes()))
+        return reads_differently(_decompress(Path(path).read_bytes()))
     except (OSError, EOFError, ValueError):  # unreadable: its reader says so, as a reject
         return False
 
@@ -115,7 +116,7 @@ def _unit(file: CorpusFile, config: IngestConfig) -> FileUnit:
     if file.hidden:
         return FileUnit(file.rel, str(file.path), "hidden", "none", True)
     fmt = member_format(file, config.reader.format)
-    return FileUnit(file.rel, str(file.path), file_digest(file.path), fmt, False, page_self_closes(file.path, fmt))
+    return FileUnit(file.rel, str(file.path), file_digest(file.path), fmt, False, page_read_anew(file.path, fmt))
 
 
 def member_format(file: CorpusFile, forced: str = "auto") -> str:

@@ -43,6 +43,9 @@ _WORD = re.compile(r"[^\W_]+")
 # A self-closing tag: its name, then its attributes (no `<` or `>` inside, as generators write them), then `/>`.
 _SELF_CLOSED = re.compile(rb"<([A-Za-z][A-Za-z0-9:_-]*)((?:\s[^<>]*?)?)\s*/>")
 _TAG_NAME = re.compile(rb"[A-Za-z][A-Za-z0-9:_-]*")
+_HEADING_OPEN = re.compile(r"^\s*<h([1-6])>")  # a heading line of the minimal HTML that may not close on it
+_HEADING_BODY = re.compile(rb"<h[1-6][\s>](.*?)</h[1-6]\s*>", re.S | re.I)
+HEADING_LINES = 8
 _VOID = {  # HTML's void elements (and the obsolete ones parsers still treat so): `<br/>` is `<br>`
     *(b"area base br col embed hr img input link meta param source track wbr".split()),
     *(b"basefont bgsound frame keygen command image isindex nextid spacer".split()),
@@ -115,7 +118,7 @@ def html_page(data: bytes, declared: str | None = None) -> Page:
         skip_elements=list(SKIPPED),
     )
     blocks: list[tuple[int, str]] = []
-    for line in minimal.splitlines():
+    for line in _joined_headings(minimal.splitlines()):
         heading = _HEADING.match(line)
         level = int(heading.group(1)) if heading else 0
         text = _clean(html.unescape(_TAG.sub(" ", heading.group(2) if heading else line)))
@@ -138,6 +141,39 @@ def _closed_empty_elements(data: bytes) -> bytes:
     if b"/>" not in data:
         return data
     return _SELF_CLOSED.sub(_closed, data)
+
+
+def _joined_headings(lines: list[str]) -> list[str]:
+    """`lines` with a heading spread over several lines (a `<br>` inside it, as rustdoc writes an impl's `where`
+    clause) joined into one, so it stays a heading and not the text of the section before it. A heading that does
+    not close within `HEADING_LINES` lines is left as it is."""
+    out, i = [], 0
+    while i < len(lines):
+        opened = _HEADING_OPEN.match(lines[i])
+        end = f"</h{opened.group(1)}>" if opened else ""
+        if opened and end not in lines[i]:
+            close = next((j for j in range(i + 1, min(len(lines), i + HEADING_LINES)) if end in lines[j]), None)
+            if close is not None:
+                out.append(" ".join(line.strip() for line in lines[i : close + 1]))
+                i = close + 1
+                continue
+        out.append(lines[i])
+        i += 1
+    return out
+
+
+def reads_differently(data: bytes) -> bool:
+    """Whether html-6's reader reads the page otherwise than html-5's: it writes a non-void element self-closing
+    (`_closed_empty_elements`) or breaks a heading with `<br>` (`_joined_headings`). Only such pages are read again
+    after the upgrade (tasks/ingest/folder.py: content_key)."""
+    return self_closes(data) or breaks_a_heading(data)
+
+
+def breaks_a_heading(data: bytes) -> bool:
+    """Whether a `<br>` stands inside an h1-h6 element of the page."""
+    if b"<br" not in data and b"<BR" not in data:
+        return False
+    return any(b"<br" in inner.lower() for inner in _HEADING_BODY.findall(data))
 
 
 def self_closes(data: bytes) -> bool:

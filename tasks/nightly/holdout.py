@@ -42,7 +42,7 @@ from storage.fingerprint import fingerprint
 from storage.layout import SPLIT_SOURCE, TMP_DIR, record_path, recorded_path
 from storage.stable_share import in_share
 from tasks.evaluate.overlap import normalize
-from tasks.ingest.folder import content_key, file_digest, member_format, page_self_closes
+from tasks.ingest.folder import content_key, file_digest, member_format, page_read_anew
 from tasks.ingest.readers import CorpusFile, corpus_files, read_member
 from tasks.ingest.records import LabelledReaderConfig, ReaderConfig, Record
 from tasks.nightly.config import LABELLED
@@ -144,7 +144,7 @@ def update_mirror(
     tmp = folder / TMP_DIR
     formats = {rel: member_format(f, config.reader().format) for rel, f in files.items()}
     digests = {
-        rel: content_key(file_digest(f.path), formats[rel], page_self_closes(f.path, formats[rel]))
+        rel: content_key(file_digest(f.path), formats[rel], page_read_anew(f.path, formats[rel]))
         for rel, f in files.items()
     }
     changed = sorted(rel for rel in files if (index.get(rel) or {}).get("digest") != digests[rel])

@@ -38,12 +38,31 @@ def test_only_pages_the_upgrade_reads_differently_are_read_again(tmp_path):
     again after the upgrade, an HTML page that only closes void elements (`<br/>`) keeps its cached unit."""
     import gzip
 
-    from tasks.ingest.folder import READER_VERSIONS, SELF_CLOSING, content_key, page_self_closes
+    from tasks.ingest.folder import READ_ANEW, READER_VERSIONS, content_key, page_read_anew
 
     (tmp_path / "chapter.xhtml.gz").write_bytes(gzip.compress(DOCBOOK_XHTML, mtime=0))
     (tmp_path / "page.html").write_bytes(b"<html><body><h1>T</h1><p>a<br/>b</p><img src='x.png'/></body></html>")
-    assert page_self_closes(tmp_path / "chapter.xhtml.gz", "html")
-    assert not page_self_closes(tmp_path / "page.html", "html")
-    assert not page_self_closes(tmp_path / "chapter.xhtml.gz", "markdown")  # another reader: not its concern
-    assert content_key("d", "html", True) == f"d+{SELF_CLOSING}"
+    assert page_read_anew(tmp_path / "chapter.xhtml.gz", "html")
+    assert not page_read_anew(tmp_path / "page.html", "html")
+    assert not page_read_anew(tmp_path / "chapter.xhtml.gz", "markdown")  # another reader: not its concern
+    assert content_key("d", "html", True) == f"d+{READ_ANEW}"
     assert content_key("d", "html", False) == f"d+{READER_VERSIONS['html']}"
+
+
+def test_a_heading_broken_by_br_stays_one_heading_and_its_page_is_read_again(tmp_path):
+    """rustdoc writes an impl's `where` clause on a line of its own inside the heading: the heading spread over
+    lines of the extracted text, and the reader took it for its section's text."""
+    from tasks.ingest.folder import page_read_anew
+    from tasks.ingest.html_text import breaks_a_heading
+
+    page = (
+        b"<html><body><main><h1>Trait Join</h1><p>Helper trait for joining slices of things together.</p>"
+        b"<h2>Implementors</h2><p>The types that implement it, below.</p>"
+        b"<h3>impl&lt;S&gt; Join&lt;&amp;str&gt; for [S] <span>where<br>&nbsp;&nbsp;S: Borrow&lt;str&gt;,</span></h3>"
+        b"<p>Joins string slices with a separator between them.</p></main></body></html>"
+    )
+    headings = [s.heading for s in html_page(page).sections if s.heading]
+    assert headings == ["Trait Join", "Implementors", "impl<S> Join<&str> for [S] where S: Borrow<str>,"]
+    assert breaks_a_heading(page) and not breaks_a_heading(b"<h1>T</h1><p>a<br>b</p>")
+    (tmp_path / "trait.Join.html").write_bytes(page)
+    assert page_read_anew(tmp_path / "trait.Join.html", "html")
