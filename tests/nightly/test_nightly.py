@@ -409,13 +409,14 @@ def test_a_night_on_a_disk_with_less_room_than_a_candidate_needs_runs_retention_
     """The disk's free space is the one thing made up here (a full disk cannot be had in CI): the night runs its
     retention before it writes anything, and its row says what each gc freed."""
     import flows.nightly_retrain as module
+    import tasks.nightly.upkeep as upkeep
 
     root = tmp_path / "data"
     config = write_config(tmp_path / "n.toml", nightly["corpus"], nightly["model"], lr=1e-3, steps=2)
     first = module.nightly_retrain(config_path=str(config), root=str(root))
     assert first["decision"] == "refused" and not first["gc"].startswith("at the start")  # room enough
     config.write_text(config.read_text() + "\n[retention]\nkeep_refused = 0\n")
-    monkeypatch.setattr(module, "free_bytes", lambda path: 0)
+    monkeypatch.setattr(upkeep, "free_bytes", lambda path: 0)  # where the night's make_room reads it
     second = module.nightly_retrain(config_path=str(config), root=str(root))
     # keep_refused = 0: the first night's candidate loses its weights before the second night trains
     start, end = second["gc"].split("; at the end: ")
