@@ -91,12 +91,20 @@ def content_key(digest: str, fmt: str, read_anew: bool = False) -> str:
 
 def page_read_anew(path: Path, fmt: str) -> bool:
     """Whether html-6 reads an HTML file (compressed or not) otherwise than html-5 (html_text.reads_differently)."""
+    return digest_and_anew(path, fmt)[1]
+
+
+def digest_and_anew(path: Path, fmt: str) -> tuple[str, bool]:
+    """(`file_digest`, `page_read_anew`) from one read of the file: an HTML page is read whole for both, any other
+    file streamed for its digest alone."""
     if fmt != "html":
-        return False
+        return file_digest(path), False
+    data = Path(path).read_bytes()
     try:
-        return reads_differently(_decompress(Path(path).read_bytes()))
+        anew = reads_differently(_decompress(data))
     except (OSError, EOFError, ValueError):  # unreadable: its reader says so, as a reject
-        return False
+        anew = False
+    return xxhash.xxh3_128(data).hexdigest(), anew
 
 
 def file_digest(path: Path) -> str:
@@ -116,7 +124,8 @@ def _unit(file: CorpusFile, config: IngestConfig) -> FileUnit:
     if file.hidden:
         return FileUnit(file.rel, str(file.path), "hidden", "none", True)
     fmt = member_format(file, config.reader.format)
-    return FileUnit(file.rel, str(file.path), file_digest(file.path), fmt, False, page_read_anew(file.path, fmt))
+    digest, anew = digest_and_anew(file.path, fmt)
+    return FileUnit(file.rel, str(file.path), digest, fmt, False, anew)
 
 
 def member_format(file: CorpusFile, forced: str = "auto") -> str:

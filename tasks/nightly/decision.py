@@ -93,7 +93,7 @@ def unchanged(night: Night, data: dict[str, str]) -> bool:
 
 def nothing_new_row(night: Night, data: dict[str, str], night_data: dict[str, Any]) -> dict[str, Any]:
     """The row of a night whose corpus and settings are the champion's: no training."""
-    champion = night.champion or {}
+    champion = night.champion  # there is one: the night is unchanged against it
     reason = f"nothing new: corpus and settings unchanged since champion #{champion['number']} ({data['path']})"
     row = {"decision": "nothing-new", "reason": reason, "champion": champion["export"], "flow_run": night.name}
     return {**row, **night_data, "embedded": PENDING_EMBED}

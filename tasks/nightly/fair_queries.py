@@ -71,8 +71,7 @@ def shared_texts(data: LabelledTexts | RetrievalSet, trained: set[str]) -> Share
         return key if len(key.split()) >= MIN_WORDS and key in trained else None
 
     if isinstance(data, LabelledTexts):
-        queries = [data.texts[i] for i in range(len(data.texts))]
-        hits = {i for i, text in enumerate(queries) if counted(text)}
+        hits = {i for i, text in enumerate(data.texts) if counted(text)}
         texts = {normalize(t) for t in data.texts}
     else:
         doc_hit = {d for d, text in enumerate(data.docs) if counted(text)}

@@ -42,7 +42,7 @@ from storage.fingerprint import fingerprint
 from storage.layout import SPLIT_SOURCE, TMP_DIR, record_path, recorded_path
 from storage.stable_share import in_share
 from tasks.evaluate.overlap import normalize
-from tasks.ingest.folder import content_key, file_digest, member_format, page_read_anew
+from tasks.ingest.folder import content_key, digest_and_anew, member_format
 from tasks.ingest.readers import CorpusFile, corpus_files, read_member
 from tasks.ingest.records import LabelledReaderConfig, ReaderConfig, Record
 from tasks.nightly.config import LABELLED
@@ -143,10 +143,8 @@ def update_mirror(
     that left the corpus: (changed, removed), by their path in the folder."""
     tmp = folder / TMP_DIR
     formats = {rel: member_format(f, config.reader().format) for rel, f in files.items()}
-    digests = {
-        rel: content_key(file_digest(f.path), formats[rel], page_read_anew(f.path, formats[rel]))
-        for rel, f in files.items()
-    }
+    read = {rel: digest_and_anew(f.path, formats[rel]) for rel, f in files.items()}
+    digests = {rel: content_key(read[rel][0], formats[rel], read[rel][1]) for rel in files}
     changed = sorted(rel for rel in files if (index.get(rel) or {}).get("digest") != digests[rel])
     for rel in changed:
         part = split_file(files[rel], config)
@@ -197,7 +195,7 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path, cap: int = SUI
     stale = built is None or built.get("kind") != kind or (built.get("sample") or {}).get("cap", 0) != cap
     if changed or removed or stale:
         held = [row for rel in sorted(index) for row in read_jsonl(folder / "parts" / f"{rel}.jsonl")]
-        built = write_suite(folder, kind, held, config, cap)
+        built = write_suite(folder, kind, held, config.seed, config.pairs, cap)
         built = {**built, "stackoverflow": record_path(root, built["stackoverflow"])}
         built["beir"] = [record_path(root, p) for p in built["beir"]]  # relative to the root, as every record
         atomic_write_json(folder / "_suite.json", built)

@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from models.training.presets import question_config, resolve_preset
@@ -40,7 +41,7 @@ def plans(night: Night) -> bool:
     return night.method in ("documents", "tfcsg") and night.suite.train_records > 0
 
 
-def units_on_disk(base: Any, calls: list[dict[str, Any]]) -> tuple[float, float]:
+def units_on_disk(base: Path, calls: list[dict[str, Any]]) -> tuple[float, float]:
     """The shares of the gate's units (`calls`: the evaluate flow's, for the model in use) already on disk,
     (the suite's, the guard's): the gate reuses them (the model in use's guard on every later night, its suite
     where the held-out side did not change), so the plan does not count them."""

@@ -1,7 +1,7 @@
 """The gate's suite as files, from the held-out records: a question TSV where they are labelled, BEIR folders
 of the label-free tasks where not.
 
-    built = write_suite(folder, kind, held, config, cap)   # `_suite.json`'s description: files, counts, sample
+    built = write_suite(folder, kind, held, seed, pairs, cap)   # `_suite.json`'s description: files, counts
     <folder>/holdout.tsv                                     # labelled: id, title, tag (what load_stackoverflow reads)
     <folder>/heldout-title/, heldout-ict/, heldout-pairs/    # label-free: corpus.jsonl, queries.jsonl, qrels/test.tsv
 
@@ -16,7 +16,6 @@ import csv
 import hashlib
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from storage.atomic import atomic_path
 from storage.layout import TMP_DIR
@@ -24,9 +23,6 @@ from tasks.evaluate.overlap import normalize
 from tasks.nightly.config import ICT_TASK, PAIR_TASK, TITLE_TASK
 from tasks.nightly.jsonl import write_jsonl
 from tasks.nightly.label_free import label_free_tasks, pair_task
-
-if TYPE_CHECKING:
-    from tasks.nightly.holdout import HoldoutConfig
 
 HOLDOUT_FILE = "holdout.tsv"
 MIN_QUERIES = 10  # fewer and the paired test has nothing to stand on
@@ -49,15 +45,15 @@ def suite_sample(held: list[dict], cap: int, seed: int) -> list[dict]:
     return [row for i, row in enumerate(held) if i in keep]
 
 
-def write_suite(folder: Path, kind: str, held: list[dict], config: HoldoutConfig, cap: int = 0) -> dict:
-    """Write the suite the held-out records make (at most `cap` of them: `suite_sample`); returns its
-    description (`_suite.json`)."""
-    sampled = suite_sample(held, cap, config.seed)
-    described = _write_suite(folder, kind, sampled, config)
+def write_suite(folder: Path, kind: str, held: list[dict], seed: int, pairs: bool, cap: int = 0) -> dict:
+    """Write the suite the held-out records make (at most `cap` of them: `suite_sample`; `pairs`: a GUR night's
+    heldout-pairs too); returns its description (`_suite.json`)."""
+    sampled = suite_sample(held, cap, seed)
+    described = _write_suite(folder, kind, sampled, seed, pairs)
     return {**described, "sample": {"held_out": len(held), "scored": len(sampled), "cap": cap}}
 
 
-def _write_suite(folder: Path, kind: str, held: list[dict], config: HoldoutConfig) -> dict:
+def _write_suite(folder: Path, kind: str, held: list[dict], seed: int, pairs: bool) -> dict:
     tmp = folder / TMP_DIR
     (folder / HOLDOUT_FILE).unlink(missing_ok=True)
     for name in (TITLE_TASK, ICT_TASK):
@@ -73,8 +69,8 @@ def _write_suite(folder: Path, kind: str, held: list[dict], config: HoldoutConfi
             "beir": [],
             "counts": {"questions": len(rows)},
         }
-    tasks = label_free_tasks(held, config.seed)
-    if config.pairs:
+    tasks = label_free_tasks(held, seed)
+    if pairs:
         tasks[PAIR_TASK] = pair_task(held)
     beir = []
     for name in tasks:
