@@ -39,7 +39,7 @@ from storage.manifest import is_complete
 from storage.shards import finished_shards, link_shard, read_shard, sum_shard_stats, write_shard
 from storage.stage_output import StageOutput
 from tasks.ingest.documents import REJECTS_SCHEMA, IngestConfig, write_documents
-from tasks.ingest.html_text import reads_differently
+from tasks.ingest.html_text import HTML_6, HTML_7, reader_version
 from tasks.ingest.raw_bytes import _decompress
 from tasks.ingest.readers import CorpusError, CorpusFile, corpus_files, file_format, read_member
 from tasks.ingest.seen_keys import SeenKeys
@@ -60,10 +60,10 @@ class FileUnit:
     digest: str  # xxh3-128 of the bytes ("hidden" for a dot-named file, which is never read)
     format: str
     hidden: bool
-    read_anew: bool = False  # an HTML page html-6 reads otherwise than html-5 (content_key)
+    read_as: str | None = None  # an HTML page that a later reader reads otherwise: its version (content_key)
 
     def key(self) -> dict[str, Any]:
-        digest = content_key(self.digest, self.format, self.read_anew)
+        digest = content_key(self.digest, self.format, self.read_as)
         return {"path": self.rel, "digest": digest, "format": self.format}
 
 
@@ -72,39 +72,46 @@ class FileUnit:
 # while files of every other format keep their cached units. html-2: section numbers out of headings; html-3:
 # a section whose id spells its heading ("manifest-related-options") is no longer dropped as boilerplate; html-4:
 # a list of sentences with links (`<li><p>`) is no longer dropped as navigation; html-5: docutils' footnotes,
-# citations and topics (`<aside>`) are no longer dropped as sidebars.
-READER_VERSIONS = {"html": "html-5", "warc": "html-5"}
-# html-6: elements written self-closing (`<a id="x"/>`, XHTML's syntax) are empty, not left open to swallow the
-# headings after them, and a heading broken by `<br>` stays one heading. It reads only such pages differently
-# (html_text.reads_differently), so only their key says it (`READ_ANEW`): every other page keeps its cached unit,
-# and a corpus that read correctly keeps its bytes and its champion.
-READ_ANEW = "html-6"
+# citations and topics (`<aside>`) are no longer dropped as sidebars. A web archive is read again whole when any
+# of its pages may read otherwise (html-7: the archive's pages read by html-6's and html-7's fixes).
+READER_VERSIONS = {"html": "html-5", "warc": "html-7"}
+# Since html-5 an HTML file's key names a later version only where that version reads the page otherwise
+# (html_text.reader_version), so every other page keeps its cached unit, and a corpus that read correctly keeps
+# its bytes and its champion. html-6: elements written self-closing (`<a id="x"/>`, XHTML's syntax) are empty, not
+# left open to swallow the headings after them, and a heading broken by `<br>` stays one heading. html-7: a list
+# whose words are mostly outside links is prose wherever it stands, and a heading's links are its words.
+LATER_VERSIONS = (HTML_6, HTML_7)
+HTML_READER = HTML_7  # the reader that tells these versions apart (a mirror's index says which checked a page)
 
 
-def content_key(digest: str, fmt: str, read_anew: bool = False) -> str:
-    """A file's content digest, with its reader's version where that reader changed (`READER_VERSIONS`; an HTML
-    page that html-6 reads otherwise: `READ_ANEW`)."""
-    if fmt == "html" and read_anew:
-        return f"{digest}+{READ_ANEW}"
+def content_key(digest: str, fmt: str, read_as: str | None = None) -> str:
+    """A file's content digest, with its reader's version where that reader changed (`READER_VERSIONS`; for an
+    HTML page that a later version reads otherwise, that version: `read_as`)."""
+    if fmt == "html" and read_as:
+        return f"{digest}+{read_as}"
     return f"{digest}+{READER_VERSIONS[fmt]}" if fmt in READER_VERSIONS else digest
 
 
-def page_read_anew(path: Path, fmt: str) -> bool:
-    """Whether html-6 reads an HTML file (compressed or not) otherwise than html-5 (html_text.reads_differently)."""
-    return digest_and_anew(path, fmt)[1]
+def page_reader_version(path: Path, fmt: str) -> str | None:
+    """The reader version an HTML file's key names (html_text.reader_version), None for any other file."""
+    return digest_and_version(path, fmt)[1]
 
 
-def digest_and_anew(path: Path, fmt: str) -> tuple[str, bool]:
-    """(`file_digest`, `page_read_anew`) from one read of the file: an HTML page is read whole for both, any other
-    file streamed for its digest alone."""
+def digest_and_version(path: Path, fmt: str, checked: dict[str, str | None] | None = None) -> tuple[str, str | None]:
+    """(`file_digest`, `page_reader_version`) from one read of the file: an HTML page is read whole for both, any
+    other file streamed for its digest alone. `checked`: the versions already told for some digests (telling one
+    reads the page twice where html-7 changes its bytes: html_text.reads_anew_in_7)."""
     if fmt != "html":
-        return file_digest(path), False
+        return file_digest(path), None
     data = Path(path).read_bytes()
+    digest = xxhash.xxh3_128(data).hexdigest()
+    if checked is not None and digest in checked:
+        return digest, checked[digest]
     try:
-        anew = reads_differently(_decompress(data))
+        version = reader_version(_decompress(data))
     except (OSError, EOFError, ValueError):  # unreadable: its reader says so, as a reject
-        anew = False
-    return xxhash.xxh3_128(data).hexdigest(), anew
+        version = None
+    return digest, version
 
 
 def file_digest(path: Path) -> str:
@@ -124,8 +131,8 @@ def _unit(file: CorpusFile, config: IngestConfig) -> FileUnit:
     if file.hidden:
         return FileUnit(file.rel, str(file.path), "hidden", "none", True)
     fmt = member_format(file, config.reader.format)
-    digest, anew = digest_and_anew(file.path, fmt)
-    return FileUnit(file.rel, str(file.path), digest, fmt, False, anew)
+    digest, version = digest_and_version(file.path, fmt)
+    return FileUnit(file.rel, str(file.path), digest, fmt, False, version)
 
 
 def member_format(file: CorpusFile, forced: str = "auto") -> str:

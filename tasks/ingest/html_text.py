@@ -20,9 +20,11 @@ import html
 import re
 from dataclasses import dataclass
 
+from tasks.ingest.main_content_rules import headings_without_links, lists_as_prose, title_blocks_kept
 from tasks.ingest.markup_text import MAX_LEVEL, Section, sections_from_blocks
 
 SKIPPED = ("pre",)  # code is not prose
+HTML_6, HTML_7 = "html-6", "html-7"  # reader versions that read only some pages otherwise (`reader_version`)
 _HEADING = re.compile(r"^\s*<h([1-6])>(.*)</h\1>\s*$")
 _TAG = re.compile(r"<[^>]*>")
 # The number a generator puts before a heading ("4.1. Specifying the files", Sphinx's :numbered: toctrees): the
@@ -99,13 +101,32 @@ def _known(name: str) -> str | None:
 def html_page(data: bytes, declared: str | None = None) -> Page:
     """The page's title (the main content's first h1, else `<title>`) and its sections (`sections_from_blocks`),
     read in its own charset (`charset_of`; undecodable bytes are replaced)."""
-    from resiliparse.extract.html2text import extract_plain_text
+    charset = charset_of(data, declared)
+    return _page_of(_parsed(_html_7(_cleaned(data, charset)), charset))
+
+
+def _cleaned(data: bytes, charset: str) -> bytes:
+    """The page after html-6's byte fixes (`_closed_empty_elements`) and those before it (`_drop_heading_ids`,
+    `_unwrap_links_in_prose_items`, `_docutils_asides_as_divs`)."""
+    closed = _closed_empty_elements(data)
+    return _docutils_asides_as_divs(_unwrap_links_in_prose_items(_drop_heading_ids(closed, charset)))
+
+
+def _html_7(data: bytes) -> bytes:
+    """html-7's fixes (tasks/ingest/main_content_rules.py): a title block kept (told by its h1's own words, so
+    before the headings' links are unwrapped), prose lists kept, headings' links unwrapped."""
+    return headings_without_links(lists_as_prose(title_blocks_kept(data)))
+
+
+def _parsed(data: bytes, charset: str):
     from resiliparse.parse.html import HTMLTree
 
-    charset = charset_of(data, declared)
-    closed = _closed_empty_elements(data)
-    cleaned = _docutils_asides_as_divs(_unwrap_links_in_prose_items(_drop_heading_ids(closed, charset)))
-    tree = HTMLTree.parse_from_bytes(cleaned, charset, errors="replace")
+    return HTMLTree.parse_from_bytes(data, charset, errors="replace")
+
+
+def _page_of(tree) -> Page:
+    from resiliparse.extract.html2text import extract_plain_text
+
     if tree.body is None:
         return Page(_heading_text(tree.title or "") or None, [])
     minimal = extract_plain_text(
@@ -129,6 +150,25 @@ def html_page(data: bytes, declared: str | None = None) -> Page:
     first_h1 = next((text for level, text in blocks if level == 1), None)  # in the main content, not a banner
     title = first_h1 or _heading_text(tree.title or "") or None
     return Page(title, sections_from_blocks(blocks))
+
+
+def reader_version(data: bytes) -> str | None:
+    """The reader version a page's key names (tasks/ingest/folder.py: content_key): `HTML_7` where html-7 reads it
+    otherwise than html-6 (`reads_anew_in_7`), else `HTML_6` where html-6 reads it otherwise than html-5
+    (`reads_differently`), else None: the page reads as html-5 read it, and keeps its cached unit."""
+    if reads_anew_in_7(data):
+        return HTML_7
+    return HTML_6 if reads_differently(data) else None
+
+
+def reads_anew_in_7(data: bytes) -> bool:
+    """Whether html-7's fixes (`_html_7`) change what the page reads as: read with and without them, where they
+    change its bytes at all. Exact, so no page that reads the same is read again (a corpus that read correctly
+    keeps its bytes and its champion)."""
+    charset = charset_of(data)
+    cleaned = _cleaned(data, charset)
+    fixed = _html_7(cleaned)
+    return fixed != cleaned and _page_of(_parsed(fixed, charset)) != _page_of(_parsed(cleaned, charset))
 
 
 def _closed_empty_elements(data: bytes) -> bytes:

@@ -42,7 +42,7 @@ from storage.fingerprint import fingerprint
 from storage.layout import SPLIT_SOURCE, TMP_DIR, record_path, recorded_path
 from storage.stable_share import in_share
 from tasks.evaluate.overlap import normalize
-from tasks.ingest.folder import content_key, digest_and_anew, member_format
+from tasks.ingest.folder import HTML_READER, LATER_VERSIONS, content_key, digest_and_version, member_format
 from tasks.ingest.readers import CorpusFile, corpus_files, read_member
 from tasks.ingest.records import LabelledReaderConfig, ReaderConfig, Record
 from tasks.nightly.config import LABELLED
@@ -136,14 +136,27 @@ def split_file(file: CorpusFile, config: HoldoutConfig) -> FileSplit:
     return FileSplit(train, held, rejects, labelled)
 
 
+def checked_versions(index: dict[str, dict]) -> dict[str, str | None]:
+    """The reader version of each HTML page in `index` (by its bytes' digest) that this reader checked
+    (`HTML_READER`), so that an unchanged page is not read twice again to tell it (html_text.reader_version)."""
+    checked = {}
+    for entry in index.values():
+        if entry.get("checked") == HTML_READER:
+            digest, _, version = entry["digest"].partition("+")
+            checked[digest] = version if version in LATER_VERSIONS else None
+    return checked
+
+
 def update_mirror(
     folder: Path, files: dict[str, CorpusFile], index: dict[str, dict], config: HoldoutConfig
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], list[str]]:
     """Split again the files whose content (or reader) changed since `index` (updated in place) and drop those
-    that left the corpus: (changed, removed), by their path in the folder."""
+    that left the corpus: (changed, removed, marked), by their path in the folder; `marked`: the HTML pages whose
+    entry now says that this reader checked its version (`checked_versions`)."""
     tmp = folder / TMP_DIR
     formats = {rel: member_format(f, config.reader().format) for rel, f in files.items()}
-    read = {rel: digest_and_anew(f.path, formats[rel]) for rel, f in files.items()}
+    checked, changed_marks = checked_versions(index), []
+    read = {rel: digest_and_version(f.path, formats[rel], checked) for rel, f in files.items()}
     digests = {rel: content_key(read[rel][0], formats[rel], read[rel][1]) for rel in files}
     changed = sorted(rel for rel in files if (index.get(rel) or {}).get("digest") != digests[rel])
     for rel in changed:
@@ -161,12 +174,16 @@ def update_mirror(
             "rejects": len(part.rejects),
             "labelled": part.labelled,
         }
+    for rel in files:  # each page's version as this reader told it: the next night takes it as it is
+        if formats[rel] == "html" and index[rel].get("checked") != HTML_READER:
+            index[rel]["checked"] = HTML_READER
+            changed_marks.append(rel)
     removed = sorted(set(index) - set(files))
     for rel in removed:  # files that left the corpus leave both sides
         for name in ("train", "parts", "rejects"):
             (folder / name / f"{rel}.jsonl").unlink(missing_ok=True)
         del index[rel]
-    return changed, removed
+    return changed, removed, changed_marks
 
 
 def split_corpus(corpus: Path, config: HoldoutConfig, root: Path, cap: int = SUITE_DOCUMENTS) -> Split:
@@ -185,7 +202,7 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path, cap: int = SUI
     )
     index_path = folder / INDEX
     index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.exists() else {}
-    changed, removed = update_mirror(folder, files, index, config)
+    changed, removed, marked = update_mirror(folder, files, index, config)
     with_records = [v for v in index.values() if v["train"] or v["holdout"]]
     kind = "labelled" if with_records and all(v["labelled"] for v in with_records) else "label-free"
     counts = {key: sum(v[key] for v in index.values()) for key in ("train", "holdout", "rejects")}
@@ -199,6 +216,8 @@ def split_corpus(corpus: Path, config: HoldoutConfig, root: Path, cap: int = SUI
         built = {**built, "stackoverflow": record_path(root, built["stackoverflow"])}
         built["beir"] = [record_path(root, p) for p in built["beir"]]  # relative to the root, as every record
         atomic_write_json(folder / "_suite.json", built)
+        atomic_write_json(index_path, index)
+    elif marked:
         atomic_write_json(index_path, index)
     (folder / "train").mkdir(parents=True, exist_ok=True)
     if not (folder / SOURCE).exists():

@@ -38,21 +38,21 @@ def test_only_pages_the_upgrade_reads_differently_are_read_again(tmp_path):
     again after the upgrade, an HTML page that only closes void elements (`<br/>`) keeps its cached unit."""
     import gzip
 
-    from tasks.ingest.folder import READ_ANEW, READER_VERSIONS, content_key, page_read_anew
+    from tasks.ingest.folder import READER_VERSIONS, content_key, page_reader_version
 
     (tmp_path / "chapter.xhtml.gz").write_bytes(gzip.compress(DOCBOOK_XHTML, mtime=0))
     (tmp_path / "page.html").write_bytes(b"<html><body><h1>T</h1><p>a<br/>b</p><img src='x.png'/></body></html>")
-    assert page_read_anew(tmp_path / "chapter.xhtml.gz", "html")
-    assert not page_read_anew(tmp_path / "page.html", "html")
-    assert not page_read_anew(tmp_path / "chapter.xhtml.gz", "markdown")  # another reader: not its concern
-    assert content_key("d", "html", True) == f"d+{READ_ANEW}"
-    assert content_key("d", "html", False) == f"d+{READER_VERSIONS['html']}"
+    assert page_reader_version(tmp_path / "chapter.xhtml.gz", "html") == "html-6"
+    assert page_reader_version(tmp_path / "page.html", "html") is None
+    assert page_reader_version(tmp_path / "chapter.xhtml.gz", "markdown") is None  # another reader: not its concern
+    assert content_key("d", "html", "html-6") == "d+html-6"
+    assert content_key("d", "html", None) == f"d+{READER_VERSIONS['html']}"
 
 
 def test_a_heading_broken_by_br_stays_one_heading_and_its_page_is_read_again(tmp_path):
     """rustdoc writes an impl's `where` clause on a line of its own inside the heading: the heading spread over
     lines of the extracted text, and the reader took it for its section's text."""
-    from tasks.ingest.folder import page_read_anew
+    from tasks.ingest.folder import page_reader_version
     from tasks.ingest.html_text import breaks_a_heading
 
     page = (
@@ -65,4 +65,4 @@ def test_a_heading_broken_by_br_stays_one_heading_and_its_page_is_read_again(tmp
     assert headings == ["Trait Join", "Implementors", "impl<S> Join<&str> for [S] where S: Borrow<str>,"]
     assert breaks_a_heading(page) and not breaks_a_heading(b"<h1>T</h1><p>a<br>b</p>")
     (tmp_path / "trait.Join.html").write_bytes(page)
-    assert page_read_anew(tmp_path / "trait.Join.html", "html")
+    assert page_reader_version(tmp_path / "trait.Join.html", "html") == "html-6"
