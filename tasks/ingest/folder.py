@@ -84,6 +84,17 @@ LATER_VERSIONS = (HTML_6, HTML_7)
 HTML_READER = HTML_7  # the reader that tells these versions apart (a mirror's index says which checked a page)
 
 
+def told_versions(entries) -> dict[str, str | None]:
+    """The reader version of each HTML page among `entries` (file entries with their `digest`, the content key),
+    by its bytes' digest: what `HTML_READER` told of them before, so that an unchanged page is not read twice again
+    to tell it (html_text.reads_anew_in_7)."""
+    told = {}
+    for entry in entries:
+        digest, _, version = entry["digest"].partition("+")
+        told[digest] = version if version in LATER_VERSIONS else None
+    return told
+
+
 def content_key(digest: str, fmt: str, read_as: str | None = None) -> str:
     """A file's content digest, with its reader's version where that reader changed (`READER_VERSIONS`; for an
     HTML page that a later version reads otherwise, that version: `read_as`)."""
@@ -122,16 +133,17 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def plan_folder(folder: Path, config: IngestConfig) -> list[FileUnit]:
-    """Every file of `folder` with its digest and format, in sorted path order."""
-    return [_unit(file, config) for file in corpus_files(folder)]
+def plan_folder(folder: Path, config: IngestConfig, told: dict[str, str | None] | None = None) -> list[FileUnit]:
+    """Every file of `folder` with its digest and format, in sorted path order; `told`: the HTML pages' versions
+    an earlier build told (`told_versions`)."""
+    return [_unit(file, config, told) for file in corpus_files(folder)]
 
 
-def _unit(file: CorpusFile, config: IngestConfig) -> FileUnit:
+def _unit(file: CorpusFile, config: IngestConfig, told: dict[str, str | None] | None = None) -> FileUnit:
     if file.hidden:
         return FileUnit(file.rel, str(file.path), "hidden", "none", True)
     fmt = member_format(file, config.reader.format)
-    digest, version = digest_and_version(file.path, fmt)
+    digest, version = digest_and_version(file.path, fmt, told)
     return FileUnit(file.rel, str(file.path), digest, fmt, False, version)
 
 

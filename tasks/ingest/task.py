@@ -13,13 +13,14 @@ from pathlib import Path
 from prefect import task
 
 from storage.fingerprint import canonical_json, file_signature, fingerprint
-from storage.layout import MANIFEST, record_path, recorded_path, stage_dir
+from storage.layout import MANIFEST, data_root, record_path, recorded_path, stage_dir
 from storage.progress import Progress, current_logger
 from storage.shards import sum_shard_stats
 from storage.stage_output import StageOutput
 from tasks.ingest.documents import INGEST_CODE_VERSION, IngestConfig, default_source_name, ingest_corpus
 from tasks.ingest.folder import (
     FOLDER_CODE_VERSION,
+    HTML_READER,
     PAGE_COUNTS,
     assemble_folder,
     build_units,
@@ -27,6 +28,7 @@ from tasks.ingest.folder import (
     folder_fingerprint,
     missing_units,
     plan_folder,
+    told_versions,
     unit_dirs,
 )
 from tasks.ingest.read_summary import format_counts, markup_check
@@ -98,12 +100,12 @@ def ingest(input_path: str, config: IngestConfig, root: str, workers: int = 0) -
 def ingest_folder(folder: Path, config: IngestConfig, root: str, workers: int, logger: logging.Logger):
     """Each file of `folder` through its own cached unit, then the folder's tables from the units."""
     source = config.source_name or default_source_name(folder)
-    units = plan_folder(folder, config)
+    previous = previous_folder_build(data_root(root), str(folder.resolve()))
+    units = plan_folder(folder, config, told_by(previous))
     fp = folder_fingerprint(units, config, source)
     out = StageOutput.open(root, "ingest", fp, log=logger)
     if out.complete:
         return out.cached()
-    previous = previous_folder_build(out.root, str(folder.resolve()), fp)
     pending = missing_units(units, config, source, out.root)
     with Progress("ingest files", len(pending), logger, unit="files", heartbeat=True) as progress:
         build_units(pending, config, source, out.root, workers, on_unit=progress.update)
@@ -146,6 +148,7 @@ def ingest_folder(folder: Path, config: IngestConfig, root: str, workers: int, l
         extra={
             "records": merged["totals"]["records"],
             "corpus_files": merged["files"],
+            "html_reader": HTML_READER,  # the reader that told the HTML files' versions in their keys
             "delta": {**delta, "previous": previous["fingerprint"] if previous else None},
             "file_work": {"read": computed, "reused": len(units) - computed},
             "formats": format_counts(merged["files"]),
@@ -162,9 +165,18 @@ def _warn_markup(logger: logging.Logger, markup: dict) -> None:
         )  # fmt: skip
 
 
-def previous_folder_build(root: Path, folder: str, fingerprint: str) -> dict | None:
-    """The newest complete ingest of the same folder other than `fingerprint` (what the night adds to): found
-    through the manifest index, then only its manifest read whole."""
+def told_by(previous: dict | None) -> dict[str, str | None]:
+    """The HTML pages' reader versions that the last build of the folder told (`folder.told_versions`), when this
+    reader told them: telling one reads the page twice, and an unchanged page need not be told again."""
+    if not previous or previous.get("html_reader") != HTML_READER:
+        return {}
+    return told_versions(f for f in previous.get("corpus_files") or [] if f["format"] == "html")
+
+
+def previous_folder_build(root: Path, folder: str) -> dict | None:
+    """The newest complete ingest of the same folder (what the night adds to; one of the same fingerprint is the
+    build itself, returned before this is asked): found through the manifest index, then only its manifest read
+    whole."""
     from storage.manifest_index import complete_manifests
 
     best = None
@@ -172,7 +184,7 @@ def previous_folder_build(root: Path, folder: str, fingerprint: str) -> dict | N
         inputs = manifest.get("inputs") or {}
         # a held-out split's training side is recorded relative to the root
         same = inputs.get("kind") == "folder" and recorded_path(root, inputs.get("path")) == folder
-        if not same or manifest.get("fingerprint") == fingerprint:
+        if not same:
             continue
         if best is None or manifest.get("finished_at", 0) > best[1].get("finished_at", 0):
             best = (out_dir, manifest)

@@ -42,7 +42,7 @@ from storage.fingerprint import fingerprint
 from storage.layout import SPLIT_SOURCE, TMP_DIR, record_path, recorded_path
 from storage.stable_share import in_share
 from tasks.evaluate.overlap import normalize
-from tasks.ingest.folder import HTML_READER, LATER_VERSIONS, content_key, digest_and_version, member_format
+from tasks.ingest.folder import HTML_READER, content_key, digest_and_version, member_format, told_versions
 from tasks.ingest.readers import CorpusFile, corpus_files, read_member
 from tasks.ingest.records import LabelledReaderConfig, ReaderConfig, Record
 from tasks.nightly.config import LABELLED
@@ -136,26 +136,16 @@ def split_file(file: CorpusFile, config: HoldoutConfig) -> FileSplit:
     return FileSplit(train, held, rejects, labelled)
 
 
-def checked_versions(index: dict[str, dict]) -> dict[str, str | None]:
-    """The reader version of each HTML page in `index` (by its bytes' digest) that this reader checked
-    (`HTML_READER`), so that an unchanged page is not read twice again to tell it (html_text.reader_version)."""
-    checked = {}
-    for entry in index.values():
-        if entry.get("checked") == HTML_READER:
-            digest, _, version = entry["digest"].partition("+")
-            checked[digest] = version if version in LATER_VERSIONS else None
-    return checked
-
-
 def update_mirror(
     folder: Path, files: dict[str, CorpusFile], index: dict[str, dict], config: HoldoutConfig
 ) -> tuple[list[str], list[str], list[str]]:
     """Split again the files whose content (or reader) changed since `index` (updated in place) and drop those
     that left the corpus: (changed, removed, marked), by their path in the folder; `marked`: the HTML pages whose
-    entry now says that this reader checked its version (`checked_versions`)."""
+    entry now says that this reader told its version (folder.told_versions)."""
     tmp = folder / TMP_DIR
     formats = {rel: member_format(f, config.reader().format) for rel, f in files.items()}
-    checked, changed_marks = checked_versions(index), []
+    checked = told_versions(e for e in index.values() if e.get("checked") == HTML_READER)
+    changed_marks = []
     read = {rel: digest_and_version(f.path, formats[rel], checked) for rel, f in files.items()}
     digests = {rel: content_key(read[rel][0], formats[rel], read[rel][1]) for rel in files}
     changed = sorted(rel for rel in files if (index.get(rel) or {}).get("digest") != digests[rel])

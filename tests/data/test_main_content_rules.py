@@ -144,3 +144,20 @@ def test_a_night_tells_each_pages_version_once(tmp_path, monkeypatch):
 def test_a_page_without_what_a_rule_fixes_is_returned_untouched(fixed):
     plain = b"<html><body><p>Only a paragraph of words.</p></body></html>"
     assert fixed(plain) is plain
+
+
+def test_a_build_of_a_folder_tells_each_pages_version_once(tmp_path, monkeypatch):
+    """`gur build-pairs` on a folder of HTML pages: the next build takes the pages' versions from the last build's
+    manifest and tells only a new page's."""
+    import tasks.ingest.folder as folder
+    from tasks.ingest.documents import IngestConfig
+    from tasks.ingest.task import ingest
+
+    site = tmp_path / "site"
+    shutil.copytree(SAMPLES, site)
+    ingest.fn(str(site), IngestConfig(), str(tmp_path / "root"), workers=1)
+    told = []
+    monkeypatch.setattr(folder, "reader_version", lambda data: told.append(data) or reader_version(data))
+    (site / "new.html").write_bytes(PANDOC)
+    ingest.fn(str(site), IngestConfig(), str(tmp_path / "root"), workers=1)
+    assert told == [PANDOC]
