@@ -33,7 +33,9 @@ Corpora (each built once into the workdir):
 - `stackoverflow`: the 16,000 StackOverflow titles with their tags (the shared data), a labelled question corpus;
 - `docs-100k`: the large rung, 100,000+ sections of the manual pages, the Python documentation and `rust-doc`
   (benchmarks/large_corpus.py); its night's decision row alone (a table row would embed every section again).
-`--budget M` writes `[budget] minutes = M` into the nights' configs (the product's default otherwise).
+`--budget M` writes `[budget] minutes = M` into the nights' configs (the product's default otherwise); `--dtype`
+the training precision (`[train] options = {dtype = ...}`, a root of its own: `data-<dtype>`), e.g. fp32 and bf16
+side by side.
 """
 
 from __future__ import annotations
@@ -96,9 +98,12 @@ def html_corpus(sources: Path, out: Path) -> dict[str, int]:
     return {"pages": pages}
 
 
-def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = "auto", budget: float = 0) -> dict:
-    """The root's first decision row; the night runs (with every default but `method`, and `budget` minutes
-    where given) when the root has none. Prints its wall time and the peak memory of its processes."""
+def first_night(
+    corpus: Path, fields: dict[str, str], root: Path, method: str = "auto", budget: float = 0, dtype: str = ""
+) -> dict:
+    """The root's first decision row; the night runs (with every default but `method`, `budget` minutes and the
+    training `dtype` where given) when the root has none. Prints its wall time and the peak memory of its
+    processes."""
     import pyarrow.parquet as pq
 
     from flows.nightly_retrain import nightly_retrain
@@ -109,6 +114,8 @@ def first_night(corpus: Path, fields: dict[str, str], root: Path, method: str = 
         root.mkdir(parents=True, exist_ok=True)
         extra = "".join(f'{k} = "{v}"\n' for k, v in fields.items())
         train = f'\n[train]\nmethod = "{method}"\n' if method != "auto" else ""
+        if dtype:
+            train += ("" if train else "\n[train]\n") + f'options = {{dtype = "{dtype}"}}\n'
         train += f"\n[budget]\nminutes = {budget:g}\n" if budget else ""
         (root / "nightly.toml").write_text(f'[corpus]\npath = "{corpus}"\n{extra}{train}', encoding="utf-8")
         started = time.process_time(), time.time()
@@ -146,7 +153,13 @@ def variant_rows(root: Path, night: dict, manifest: dict, variants: list[str]) -
 
 
 def ladder(
-    name: str, work: Path, stsb: Path, method: str = "auto", variants: list[str] | None = None, budget: float = 0
+    name: str,
+    work: Path,
+    stsb: Path,
+    method: str = "auto",
+    variants: list[str] | None = None,
+    budget: float = 0,
+    dtype: str = "",
 ) -> dict:
     from gate_ladder import _value, gate_decisions, score
 
@@ -155,7 +168,8 @@ def ladder(
 
     corpus, fields, counts = build_corpus(name, work)
     root = work / name / ("data" if method == "auto" else f"data-{method}")
-    night = first_night(corpus, fields, root, method, budget)
+    root = root.with_name(f"{root.name}-{dtype}") if dtype else root
+    night = first_night(corpus, fields, root, method, budget, dtype)
     if name == "docs-100k":  # the rung's table would embed 100,000 sections per row: its night's row alone
         keys = ("decision", "reason", "gain", "gain_low", "gain_high", "queries", "plan", "actual", "embedded")
         return {"corpus": name, "counts": counts, "night": {k: night.get(k) for k in keys}, "table": {}}
@@ -220,18 +234,25 @@ def main() -> None:
     parser.add_argument(
         "--method", default="auto", help="the night's [train] method: auto (the default) or one named (own root)"
     )
+    parser.add_argument(
+        "--dtype",
+        default="",
+        choices=("", "auto", "fp32", "bf16"),
+        help="the nights' training dtype ([train] options; own root: data-DTYPE; default: the product's)",
+    )
     args = parser.parse_args()
     work, show = harness.workdir(args), harness.Lines()
     results = []
     for name in args.corpora.split(","):
         started = time.time()
         variants = [v for v in args.variants.split(",") if v]
-        result = ladder(name.strip(), work, Path(args.stsb), args.method, variants, args.budget)
+        result = ladder(name.strip(), work, Path(args.stsb), args.method, variants, args.budget, args.dtype)
         results.append(result)
         night = result["night"]
         show(f"## {name}: {result['counts']}", f"night: {night['decision']}: {night['reason']}", markdown(result))
         show(f"({time.time() - started:.0f} s wall for this corpus)")
     method = "" if args.method == "auto" else f", method {args.method}"
+    method += f", dtype {args.dtype}" if args.dtype else ""
     harness.record(args, f"Corpus ladder: {args.corpora}{method}", show.lines, {"corpora": results})
 
 
