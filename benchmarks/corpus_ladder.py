@@ -49,6 +49,8 @@ from harness import shared_data
 from large_corpus import TreeMemory
 from man_pages import MAN, man_corpus
 
+from models.training.precision import DTYPES
+
 TITLE, ICT, LABELLED, STS = "title MRR@10", "ICT MRR@10", "labelled P@1", "STS-B train rho"
 
 
@@ -237,7 +239,7 @@ def main() -> None:
     parser.add_argument(
         "--dtype",
         default="",
-        choices=("", "auto", "fp32", "bf16"),
+        choices=("", *DTYPES),
         help="the nights' training dtype ([train] options; own root: data-DTYPE; default: the product's)",
     )
     args = parser.parse_args()

@@ -27,7 +27,6 @@ Run it alone: a second heavy job on the machine inflates every CPU figure.
 from __future__ import annotations
 
 import resource
-import time
 from pathlib import Path
 
 import harness
@@ -58,25 +57,22 @@ def corpus_texts(documents: Path, n: int, calibration: int, seed: int) -> tuple[
     return as_read[:n], as_read[n : n + calibration], queries
 
 
-class Pooled:
+def pooled_module(model):
     """The model's whole forward pass as one module of tensors (pooling included): what the exporters trace."""
+    import torch
 
-    @staticmethod
-    def module(model):
-        import torch
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
 
-        class Wrap(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.model = model
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            features = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None:
+                features["token_type_ids"] = token_type_ids
+            return self.model(features)["sentence_embedding"]
 
-            def forward(self, input_ids, attention_mask, token_type_ids=None):
-                features = {"input_ids": input_ids, "attention_mask": attention_mask}
-                if token_type_ids is not None:
-                    features["token_type_ids"] = token_type_ids
-                return self.model(features)["sentence_embedding"]
-
-        return Wrap()
+    return Pooled()
 
 
 def main() -> None:
@@ -91,7 +87,8 @@ def main() -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from models.encoders import minilm_path
+    from models.encoders import l2_normalise, minilm_path
+    from tasks.embed.vectors import token_lengths
 
     work, show = harness.workdir(args), harness.Lines()
     torch.set_num_threads(args.threads)
@@ -103,7 +100,7 @@ def main() -> None:
     dim = int(st.get_sentence_embedding_dimension())
 
     def batches(texts: list[str], size: int = 32):
-        lengths = tok(texts, truncation=True, max_length=limit, return_length=True)["length"]
+        lengths = token_lengths(st, texts)  # the embed stage's batch order
         order = sorted(range(len(texts)), key=lambda i: (-lengths[i], i))
         for start in range(0, len(order), size):
             rows = order[start : start + size]
@@ -114,7 +111,7 @@ def main() -> None:
         out = np.zeros((len(texts), dim), np.float32)
         for rows, features in batches(texts):
             out[rows] = fn(features)
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
+        return l2_normalise(out)
 
     def torch_fn(model):
         def run(features):
@@ -157,7 +154,8 @@ def main() -> None:
     wanted = [v for v in args.variants.split(",") if v]
     measure("torch-fp32", torch_fn(st))
     if "torch-bf16" in wanted:
-        measure("torch-bf16", torch_fn(SentenceTransformer(model_path, device="cpu").to(torch.bfloat16).eval()))
+        bf16 = SentenceTransformer(model_path, device="cpu", local_files_only=True).to(torch.bfloat16).eval()
+        measure("torch-bf16", torch_fn(bf16))
     example = tok(["hello world"] * 2, return_tensors="pt", padding=True)
     if any(v.startswith("ort-") for v in wanted):
         try:
@@ -168,7 +166,7 @@ def main() -> None:
         else:
             onnx_path = work / "model.onnx"
             torch.onnx.export(
-                Pooled.module(st), tuple(example[k] for k in names), str(onnx_path), input_names=names,
+                pooled_module(st), tuple(example[k] for k in names), str(onnx_path), input_names=names,
                 output_names=["embedding"], dynamic_axes={k: {0: "batch", 1: "tokens"} for k in names},
                 opset_version=17, dynamo=False,
             )  # fmt: skip
@@ -191,29 +189,33 @@ def main() -> None:
             import openvino as ov
         except ImportError:
             show("ov-*: skipped (pip install openvino nncf)")
-            wanted = []
-        core = ov.Core() if wanted else None
+        else:
+            core = ov.Core()
 
-        def ov_model():  # a fresh conversion: NNCF's weight compression changes a model in place
-            return ov.convert_model(Pooled.module(st), example_input={k: example[k] for k in names})
+            def ov_model():  # a fresh conversion: NNCF's weight compression changes a model in place
+                return ov.convert_model(pooled_module(st), example_input={k: example[k] for k in names})
 
-        def ov_fn(model, precision: str):
-            config = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": precision}
-            request = core.compile_model(model, "CPU", config).create_infer_request()
-            return lambda features: request.infer(features)[0].copy()
+            def ov_fn(model, precision: str):
+                config = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": precision}
+                request = core.compile_model(model, "CPU", config).create_infer_request()
+                return lambda features: request.infer(features)[0].copy()
 
-        if "ov-fp32" in wanted:
-            measure("ov-fp32", ov_fn(ov_model(), "f32"))
-        if "ov-bf16" in wanted:
-            measure("ov-bf16", ov_fn(ov_model(), "bf16"))
-        if "ov-int8" in wanted:
-            data = nncf.Dataset([features for _, features in batches(calibration, 8)])
-            quantized = nncf.quantize(ov_model(), data, model_type=nncf.ModelType.TRANSFORMER, subset_size=300)
-            measure("ov-int8", ov_fn(quantized, "bf16"))
-        if "ov-w8" in wanted:
-            measure("ov-w8", ov_fn(nncf.compress_weights(ov_model(), mode=nncf.CompressWeightsMode.INT8_ASYM), "bf16"))
-    harness.record(args, f"Embedding runtimes and precisions: {Path(model_path).name}", show.lines,
-                   {"anchor_cpu_s": anchor, "rows": rows, "started": time.strftime("%Y-%m-%d %H:%M")})  # fmt: skip
+            if "ov-fp32" in wanted:
+                measure("ov-fp32", ov_fn(ov_model(), "f32"))
+            if "ov-bf16" in wanted:
+                measure("ov-bf16", ov_fn(ov_model(), "bf16"))
+            if "ov-int8" in wanted:
+                calibration_batches = [features for _, features in batches(calibration, 8)]
+                data = nncf.Dataset(calibration_batches)  # subset_size counts batches: every one of them
+                quantized = nncf.quantize(
+                    ov_model(), data, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(calibration_batches)
+                )
+                measure("ov-int8", ov_fn(quantized, "bf16"))
+            if "ov-w8" in wanted:
+                weights_int8 = nncf.compress_weights(ov_model(), mode=nncf.CompressWeightsMode.INT8_ASYM)
+                measure("ov-w8", ov_fn(weights_int8, "bf16"))
+    title = f"Embedding runtimes and precisions: {Path(model_path).name}"
+    harness.record(args, title, show.lines, {"anchor_cpu_s": anchor, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -174,9 +174,9 @@ def told_by(previous: dict | None) -> dict[str, str | None]:
 
 
 def previous_folder_build(root: Path, folder: str) -> dict | None:
-    """The newest complete ingest of the same folder (what the night adds to; one of the same fingerprint is the
-    build itself, returned before this is asked): found through the manifest index, then only its manifest read
-    whole."""
+    """The newest complete ingest of the same folder (what the night adds to, and whose pages' versions the plan
+    reuses; where it has this build's fingerprint, the build returns it as cached before the delta is asked):
+    found through the manifest index, then only its manifest read whole."""
     from storage.manifest_index import complete_manifests
 
     best = None
