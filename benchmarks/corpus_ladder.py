@@ -101,7 +101,13 @@ def html_corpus(sources: Path, out: Path) -> dict[str, int]:
 
 
 def first_night(
-    corpus: Path, fields: dict[str, str], root: Path, method: str = "auto", budget: float = 0, dtype: str = ""
+    corpus: Path,
+    fields: dict[str, str],
+    root: Path,
+    method: str = "auto",
+    budget: float = 0,
+    dtype: str = "",
+    teacher: str = "",
 ) -> dict:
     """The root's first decision row; the night runs (with every default but `method`, `budget` minutes and the
     training `dtype` where given) when the root has none. Prints its wall time and the peak memory of its
@@ -118,6 +124,8 @@ def first_night(
         train = f'\n[train]\nmethod = "{method}"\n' if method != "auto" else ""
         if dtype:
             train += ("" if train else "\n[train]\n") + f'options = {{dtype = "{dtype}"}}\n'
+        if teacher:
+            train += ("" if train else "\n[train]\n") + f"teacher = {json.dumps(teacher)}\n"
         train += f"\n[budget]\nminutes = {budget:g}\n" if budget else ""
         (root / "nightly.toml").write_text(f'[corpus]\npath = "{corpus}"\n{extra}{train}', encoding="utf-8")
         started = time.process_time(), time.time()
@@ -162,6 +170,8 @@ def ladder(
     variants: list[str] | None = None,
     budget: float = 0,
     dtype: str = "",
+    teacher: str = "",
+    shelf: str = "",
 ) -> dict:
     from gate_ladder import _value, gate_decisions, score
 
@@ -171,7 +181,8 @@ def ladder(
     corpus, fields, counts = build_corpus(name, work)
     root = work / name / ("data" if method == "auto" else f"data-{method}")
     root = root.with_name(f"{root.name}-{dtype}") if dtype else root
-    night = first_night(corpus, fields, root, method, budget, dtype)
+    root = root.with_name(f"{root.name}-teacher-{Path(teacher).name}") if teacher else root
+    night = first_night(corpus, fields, root, method, budget, dtype, teacher)
     if name == "docs-100k":  # the rung's table would embed 100,000 sections per row: its night's row alone
         keys = ("decision", "reason", "gain", "gain_low", "gain_high", "queries", "plan", "actual", "embedded")
         return {"corpus": name, "counts": counts, "night": {k: night.get(k) for k in keys}, "table": {}}
@@ -181,6 +192,8 @@ def ladder(
     if manifest.get("unmixed"):
         models[f"{manifest['config']['method']} unmixed"] = str(ref_dir(root, manifest["unmixed"]) / "export")
     models.update(variant_rows(root, night, manifest, variants or []))
+    if shelf:  # the best general model installed, untrained: what the candidate must beat
+        models[f"{shelf_name(shelf)} (shelf)"] = shelf_folder(shelf, work)
     suites: dict[str, tuple[str, str]] = {}
     if name == "stackoverflow":
         (suite,) = root.glob("holdout/*/holdout.tsv")
@@ -202,6 +215,20 @@ def ladder(
         "labelled_gate": {m: d[LABELLED] for m, d in decisions.items()},
         "candidate": str(candidate),
     }
+
+
+def shelf_name(shelf: str) -> str:
+    return "all-mpnet-base-v2" if shelf == "mpnet" else Path(shelf).name
+
+
+def shelf_folder(shelf: str, work: Path) -> str:
+    """`mpnet`: all-mpnet-base-v2 as `./run.sh mpnet` installed it (unpacked once under the workdir); else a
+    sentence-transformers folder."""
+    if shelf != "mpnet":
+        return shelf
+    from tasks.sts.models import mpnet_folder
+
+    return str(mpnet_folder(work / "shelf"))
 
 
 def markdown(result: dict) -> str:
@@ -242,19 +269,31 @@ def main() -> None:
         choices=("", *DTYPES),
         help="the nights' training dtype ([train] options; own root: data-DTYPE; default: the product's)",
     )
+    parser.add_argument(
+        "--teacher",
+        default="",
+        help='the nights\' [train] teacher: "auto" (all-mpnet-base-v2 where installed) or a folder (own root)',
+    )
+    parser.add_argument(
+        "--shelf", default="", help="a row for a general model as installed: mpnet, or a sentence-transformers folder"
+    )
     args = parser.parse_args()
     work, show = harness.workdir(args), harness.Lines()
     results = []
     for name in args.corpora.split(","):
         started = time.time()
         variants = [v for v in args.variants.split(",") if v]
-        result = ladder(name.strip(), work, Path(args.stsb), args.method, variants, args.budget, args.dtype)
+        result = ladder(
+            name.strip(), work, Path(args.stsb), args.method, variants, args.budget, args.dtype, args.teacher,
+            args.shelf,
+        )  # fmt: skip
         results.append(result)
         night = result["night"]
         show(f"## {name}: {result['counts']}", f"night: {night['decision']}: {night['reason']}", markdown(result))
         show(f"({time.time() - started:.0f} s wall for this corpus)")
     method = "" if args.method == "auto" else f", method {args.method}"
     method += f", dtype {args.dtype}" if args.dtype else ""
+    method += f", teacher {args.teacher}" if args.teacher else ""
     harness.record(args, f"Corpus ladder: {args.corpora}{method}", show.lines, {"corpora": results})
 
 

@@ -151,7 +151,8 @@ def plan_of(night: Night, inputs: Inputs) -> tuple[Plan | None, float]:
     """(the plan, the replay ratio) of a planned night; (None, `[train] replay` as a number) of another."""
     if not plans(night):
         return None, fixed_replay(night.train)
-    rates = probed_rates(night, measured_rates(night.base, night.method))  # a first night: timed here, now
+    teacher = str(night.train.options.get("teacher") or "")
+    rates = probed_rates(night, measured_rates(night.base, night.method, teacher))  # a first night: timed here, now
     return night_plan(night, inputs, units_on_disk(night.base, gate_units(night, night.start)), rates)
 
 

@@ -165,6 +165,7 @@ class DocumentPairs:
         self.clusters: np.ndarray | None = None  # `clustered` sampling: a label per row (`set_clusters`)
         self.pages: np.ndarray = docs.topics  # a page number per document (`set_pages`); until then its own
         self.row_pages: np.ndarray | None = None  # `clustered-pages` sampling: a page number per row
+        self.teacher = None  # distillation: a Teacher whose own token ids every batch carries (`set_teacher`)
         if len(self.train_rows) == 0:
             raise ValueError(
                 f"{config.source}: no document gives a training pair ({len(docs)} documents; a pair needs a title "
@@ -216,6 +217,10 @@ class DocumentPairs:
             raise ValueError(f"{len(pages)} page numbers for {len(self.questions)} documents")
         self.pages = np.asarray(pages, np.int64)
         self.row_pages = self._per_row(self.pages)
+
+    def set_teacher(self, teacher) -> None:
+        """Every batch from now on also carries the texts in the teacher's tokens (`teacher_` + the key)."""
+        self.teacher = teacher
 
     def _per_row(self, per_document: np.ndarray) -> np.ndarray:
         """A per-document value for every training and held-out row (-1 at numbers that are no row)."""
@@ -281,12 +286,20 @@ class DocumentPairs:
 
     def collate(self, rows: np.ndarray, epoch: int = 0) -> dict[str, torch.Tensor]:
         pairs = [self.pair(int(r), epoch) for r in rows]
-        batch: dict[str, Any] = {}
-        batch["input_ids"], batch["attention_mask"] = self._encode([q for q, _ in pairs], self.config.max_len)
-        batch["kw_input_ids"], batch["kw_attention_mask"] = self._encode(
-            [p for _, p in pairs], self.config.passage_len
-        )
+        batch = self._tokens([q for q, _ in pairs], [p for _, p in pairs], self.config.passage_len)
         return self._mask_groups(batch, np.array([self.document(int(r)) for r in rows], dtype=np.int64))
+
+    def _tokens(self, queries: list[str], passages: list[str], passage_len: int) -> dict[str, Any]:
+        """The queries cut to `max_len`, the passages to `passage_len`, in the student's tokens and, with a
+        teacher, in its own."""
+        batch: dict[str, Any] = {}
+        batch["input_ids"], batch["attention_mask"] = self._encode(queries, self.config.max_len)
+        batch["kw_input_ids"], batch["kw_attention_mask"] = self._encode(passages, passage_len)
+        if self.teacher is not None:
+            t = self.teacher
+            batch["teacher_input_ids"], batch["teacher_attention_mask"] = t.tokenize(queries, self.config.max_len)
+            batch["teacher_kw_input_ids"], batch["teacher_kw_attention_mask"] = t.tokenize(passages, passage_len)
+        return batch
 
     def _mask_groups(self, batch: dict[str, Any], numbers: np.ndarray) -> dict[str, Any]:
         """The document's number: its two pairs (`each`) are never each other's negatives; nor, `masked`, are two
@@ -298,9 +311,7 @@ class DocumentPairs:
     def collate_gur(self, pairs: list[tuple[str, str, int]]) -> dict[str, torch.Tensor]:
         """A batch of GUR pairs (query, passage, document number) in `collate`'s layout: both sentences cut to
         `max_len`, the pairs' documents (and pages, `masked`) no negatives of each other."""
-        batch: dict[str, Any] = {}
-        batch["input_ids"], batch["attention_mask"] = self._encode([q for q, _, _ in pairs], self.config.max_len)
-        batch["kw_input_ids"], batch["kw_attention_mask"] = self._encode([p for _, p, _ in pairs], self.config.max_len)
+        batch = self._tokens([q for q, _, _ in pairs], [p for _, p, _ in pairs], self.config.max_len)
         return self._mask_groups(batch, np.array([d for _, _, d in pairs], dtype=np.int64))
 
     def heldout_batches(self, batch_size: int, limit: int) -> list[dict[str, torch.Tensor]]:

@@ -36,8 +36,19 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         load_weights=load_weights,
         attention_dropout=cfg.attention_dropout,
     )
-    loss = TfcsgLoss(model, "kw", temperature=cfg.temperature, negatives="topic-masked")
+    teacher = load_teacher(cfg, rank)
+    loss = TfcsgLoss(
+        model,
+        "kw",
+        temperature=cfg.temperature,
+        negatives="topic-masked",
+        teacher=teacher,
+        teach_weight=cfg.teach_weight,
+        teacher_temperature=cfg.teacher_temperature,
+    )
     eval_batches = in_loop_batches(cfg, rank, lambda: data.heldout_batches(cfg.eval_batch, cfg.eval_pairs))
+    if teacher is not None:  # after the held-out batches: the in-loop accuracy is the student's alone
+        data.set_teacher(teacher)
     counts = data.counts()
     if rank == 0:
         print_data_lines(data, counts, cfg, len(eval_batches), positions, max_len, passage_len)
@@ -50,8 +61,23 @@ def build(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, load_we
         DocumentStream(data, rank, world),
         eval_batches,
         model_config={"init_from": cfg.init_from, "pooling": cfg.pooling, "pair_kinds": cfg.pair_kinds},
-        info={"data": counts, "losses": ["kw"], "clusters_s": clusters_s},
+        info={"data": counts, "losses": ["kw", "teach"] if teacher else ["kw"], "clusters_s": clusters_s},
     )
+
+
+def load_teacher(cfg: TrainConfig, rank: int):
+    """`teacher`: the frozen encoder whose scores the run distils (models/training/teacher.py), said in a line."""
+    if not cfg.teacher:
+        return None
+    from models.training.teacher import Teacher
+
+    teacher = Teacher.load(cfg.teacher)
+    if rank == 0:
+        tau = cfg.teacher_temperature or cfg.temperature
+        print(f"documents: teacher {teacher.folder.name} ({teacher.num_params() / 1e6:.0f}M parameters, "
+              f"{teacher.pooling} pooling) scores each query against the batch's passages: `teach` weight "
+              f"{cfg.teach_weight:g}, its cosines over {tau:g}", flush=True)  # fmt: skip
+    return teacher
 
 
 def check_config(cfg: TrainConfig) -> None:
@@ -62,6 +88,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise ValueError("method 'documents' needs `questions`: a split output folder (the sentences table)")
     if not 0 <= cfg.interpolate <= 1:
         raise ValueError(f"interpolate must be within [0, 1], got {cfg.interpolate}")
+    if cfg.teacher and cfg.teach_weight < 0:
+        raise ValueError(f"teach_weight must be 0 or more, got {cfg.teach_weight}")
 
 
 def pair_config(cfg: TrainConfig, max_len: int, passage_len: int, world: int):

@@ -10,6 +10,8 @@
   ignoring positions labelled -100.
 - `similarity_anchor_loss`: the start model's geometry kept: mean squared difference between the
   batch's cosine-similarity matrix under the model being trained and under the frozen start model.
+- `distillation_loss`: a teacher's scores kept: KL(teacher || student) over each anchor's in-batch candidates
+  (the batch's positives, masked as `contrastive_loss` masks them), each side's cosines over its temperature.
 - `weight_anchor_loss`: L2-SP (Li et al. 2018): the squared distance of the weights from the start's.
 - `seq2seq_attention_mask`: UniLM's mask for `[CLS] q [SEP] keywords [SEP]`: the first segment
   attends bidirectionally within itself, a second-segment token sees the first segment and the
@@ -81,3 +83,30 @@ def seq2seq_attention_mask(segment_ids: Tensor, attention_mask: Tensor) -> Tenso
     target_query = (segment_ids == 1) & real  # (B, T)
     own_left = target_query[:, :, None] & (segment_ids == 1)[:, None, :] & causal & real[:, None, :]
     return (real[:, :, None] & source_key[:, None, :]) | own_left
+
+
+def distillation_loss(
+    anchors: Tensor,
+    positives: Tensor,
+    teacher_anchors: Tensor,
+    teacher_positives: Tensor,
+    temperature: float,
+    teacher_temperature: float,
+    negative_mask: Tensor | None = None,
+) -> Tensor:
+    """KL(teacher || student) over each anchor's candidates: the batch's positives, as `contrastive_loss` sees
+    them (cos / tau, `negative_mask` removing the same rows, never the diagonal). The teacher's distribution is
+    softmax(cos_teacher / teacher_temperature) over the same candidates; its vectors carry no gradient. Mean
+    over rows; 0 when student and teacher rank and space the candidates alike."""
+    student = F.normalize(anchors.float(), dim=-1) @ F.normalize(positives.float(), dim=-1).T / temperature
+    teacher = teacher_anchors.float() @ teacher_positives.float().T / teacher_temperature  # (B, B)
+    teacher = teacher.detach()
+    if negative_mask is not None:
+        removed = negative_mask & ~torch.eye(*student.shape, dtype=torch.bool, device=student.device)
+        student = student.masked_fill(removed, float("-inf"))
+        teacher = teacher.masked_fill(removed, float("-inf"))
+    log_p = F.log_softmax(teacher, dim=-1)
+    log_q = F.log_softmax(student, dim=-1)
+    p = log_p.exp()
+    # removed candidates: p = 0 there, and 0 * (-inf - -inf) would be nan
+    return torch.where(p > 0, p * (log_p - log_q), torch.zeros_like(p)).sum(-1).mean()

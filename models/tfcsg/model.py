@@ -15,6 +15,9 @@ Two optional anchors keep the start model's general-purpose geometry while the t
 - `anchor` (`sim_anchor_weight`): the question batch's cosine-similarity matrix under the model should
   stay the start model's (`similarity_anchor_loss`);
 - `l2sp` (`l2sp_weight`): the encoder's weights are pulled toward the start's (`weight_anchor_loss`).
+A teacher (`teacher`: a frozen larger encoder, models/training/teacher.py) adds `teach` (`teach_weight`) beside
+`kw`: each query's distribution over the batch's passages under the model should be the teacher's
+(`distillation_loss`), so the student learns how near each hard negative is, not only which passage is right.
 `negatives="topic-masked"` removes in-batch negatives that share the question's GSDMM topic (or its
 text) from `cl` and `kw`: on a corpus of few topics a batch holds several same-topic questions,
 which are mostly paraphrases, and plain SimCSE pushes them apart.
@@ -30,6 +33,7 @@ from torch import Tensor, nn
 from models.gur.model import pool
 from models.tfcsg.losses import (
     contrastive_loss,
+    distillation_loss,
     kl_loss,
     s2s_loss,
     seq2seq_attention_mask,
@@ -190,6 +194,9 @@ class TfcsgLoss(nn.Module):
         cl_weight: float = 1.0,
         sim_anchor_weight: float = 0.0,
         l2sp_weight: float = 0.0,
+        teacher=None,
+        teach_weight: float = 1.0,
+        teacher_temperature: float = 0.0,
     ):
         super().__init__()
         if negatives not in NEGATIVES:
@@ -205,8 +212,13 @@ class TfcsgLoss(nn.Module):
             "kw": kw_weight,
             "anchor": sim_anchor_weight,
             "l2sp": l2sp_weight,
+            "teach": teach_weight,
         }
         self.kl_detach_target = kl_detach_target
+        # a frozen Teacher (models/training/teacher.py), off the module tree: its scores of each query against the
+        # batch's passages are the `teach` part's target (temperature 0: the run's own)
+        self.teacher = teacher
+        self.teacher_temperature = teacher_temperature or temperature
         self.start = FrozenStart(model) if sim_anchor_weight or l2sp_weight else None
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
@@ -228,6 +240,8 @@ class TfcsgLoss(nn.Module):
             if "kl" in self.losses:
                 target = h_t.detach() if self.kl_detach_target else h_t
                 parts["kl"] = kl_loss(target, m.reconstruct(h_q))
+            if self.teacher is not None and "teacher_input_ids" in batch:
+                parts["teach"] = self.teach(batch, h_q, h_t, mask_negatives)
         if "s2s" in self.losses:
             logits, labels = m.s2s_logits(batch)
             parts["s2s"] = s2s_loss(logits, labels)
@@ -242,3 +256,10 @@ class TfcsgLoss(nn.Module):
         b = nn.functional.normalize(positives.detach().float(), dim=-1)
         parts["acc"] = torch.tensor(in_batch_accuracy(a, b))
         return loss, parts
+
+    def teach(self, batch: dict[str, Tensor], h_q: Tensor, h_t: Tensor, mask_negatives: Tensor | None) -> Tensor:
+        """The teacher's distribution over each query's in-batch candidates, kept (`distillation_loss`): the same
+        candidates and the same masked rows as `kw`."""
+        t_q = self.teacher.embed(batch["teacher_input_ids"], batch["teacher_attention_mask"])
+        t_p = self.teacher.embed(batch["teacher_kw_input_ids"], batch["teacher_kw_attention_mask"])
+        return distillation_loss(h_q, h_t, t_q, t_p, self.temperature, self.teacher_temperature, mask_negatives)

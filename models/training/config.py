@@ -117,6 +117,12 @@ class TrainConfig:
     # (models/documents/gur_pairs.py).
     gur_pairs: str = ""
     gur_share: float = 0.0
+    # documents: distillation from a frozen teacher (models/training/teacher.py; a sentence-transformers folder, ""
+    # off): each query's distribution over the batch's passages under the teacher is a target beside `kw`, weighted
+    # `teach_weight`, the teacher's cosines over `teacher_temperature` (0: `temperature`).
+    teacher: str = ""
+    teach_weight: float = 1.0
+    teacher_temperature: float = 0.0
 
     def model_head(self) -> str:
         if self.head not in ("auto", "mlp", "none"):

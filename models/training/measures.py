@@ -38,5 +38,9 @@ def in_batch_accuracy(a: Tensor, b: Tensor) -> float:
 
 def count_tokens(batch: dict[str, torch.Tensor]) -> int:
     """Real (non-pad) encoder input tokens plus real target tokens (TFCSG batches: every input's mask)."""
-    masks = sum(int(v.sum()) for k, v in batch.items() if k.endswith("attention_mask") and not k.startswith("cl_"))
+    masks = sum(
+        int(v.sum())
+        for k, v in batch.items()
+        if k.endswith("attention_mask") and not k.startswith(("cl_", "teacher_"))  # a teacher's tokens train nothing
+    )
     return masks + int((batch["labels"] != -100).sum()) if "labels" in batch else masks

@@ -43,6 +43,8 @@ def build_recipe(cfg: TrainConfig, out: Path, rank: int, world: int, ddp: bool, 
     """The Recipe of `cfg.method`, built by its family's module."""
     if cfg.method not in METHODS:
         raise ValueError(f"unknown method {cfg.method!r}; choose from {sorted(METHODS)}")
+    if cfg.teacher and cfg.method != "documents":
+        raise ValueError(f"a teacher is distilled by method 'documents' only, not {cfg.method!r}")
     return importlib.import_module(METHODS[cfg.method]).build(cfg, out, rank, world, ddp, load_weights)
 
 

@@ -84,6 +84,7 @@ class Work:
     # the shares of the model in use's suite and guard units already on disk: the gate reuses them
     reused_suite: float = 0.0
     reused_guard: float = 0.0
+    teacher: str = ""  # the teacher the candidate distils (tasks/nightly/teacher.py): its name, "" for none
 
     def gate_s(self, rates: Rates) -> float:
         """The candidate's suite and guard, and what the model in use has not scored yet."""
@@ -111,6 +112,7 @@ class Plan:
     replay: dict[str, Any] = field(default_factory=dict)  # Work.replay
     reused: str = ""  # Work.reused(): the model in use's gate units already on disk
     kept: dict[str, Any] = field(default_factory=dict)  # a stopped night's plan run again: planned_at, steps_done
+    teacher: str = ""  # Work.teacher
 
     @property
     def capped(self) -> bool:
@@ -134,6 +136,11 @@ class Plan:
             f"plan: training {steps} x {r.train_step_s:.1f} s{start} ({r.source('train_step_s')}) "
             f"= {_duration(self.train_s)}"
         )
+        if self.teacher:
+            out.append(
+                f"plan: teacher {self.teacher} scores every training batch's queries against its passages (in the "
+                f"step's {r.train_step_s:.1f} s); it is not adapted to the corpus (the step would take it too)"
+            )
         if self.kept:
             k = self.kept
             out.append(
@@ -187,9 +194,8 @@ def plan_night(
     embed_s = work.corpus_docs * rates.embed_doc_s
     fits = elapsed_s + train_s + gate_s <= budget_s
     note = {"planned_at": kept["planned_at"], "steps_done": done} if kept else {}
-    return Plan(
-        budget_s, elapsed_s, work.steps, steps, train_s, gate_s, embed_s, fits, rates, work.replay, work.reused(), note
-    )
+    shape = (work.steps, steps, train_s, gate_s, embed_s, fits)
+    return Plan(budget_s, elapsed_s, *shape, rates, work.replay, work.reused(), note, work.teacher)
 
 
 def replay_ratio(setting: float | str, later: bool, epoch_fits: bool) -> float:
@@ -214,11 +220,18 @@ def full_steps(records: int, batch_size: int, epochs: float, gur_share: float = 
     return max(1, math.ceil(structure / (1 - gur_share)) if 0 < gur_share < 1 else structure)
 
 
-def measured_rates(root: Path, method: str) -> Rates:
-    """DEFAULT_RATES with each figure this root has measured in its newest outputs replaced by it."""
+def measured_rates(root: Path, method: str, teacher: str = "") -> Rates:
+    """DEFAULT_RATES with each figure this root has measured in its newest outputs replaced by it; the training
+    step's from a run of the method with the same `teacher` (its folder, "" for none: a teacher's scoring is
+    most of a step)."""
     found: dict[str, float] = {}
     sources: dict[str, str] = {}
-    train = _newest(root / "train", lambda m: (m.get("config") or {}).get("method") == method and _steps(m) > 0)
+
+    def same_run(m: dict[str, Any]) -> bool:
+        config = m.get("config") or {}
+        return config.get("method") == method and config.get("teacher", "") == teacher and _steps(m) > 0
+
+    train = _newest(root / "train", same_run)
     if train:
         summary = train.get("summary") or {}
         # its steps' share, where recorded: the step loop, and the clustering of the documents those steps show

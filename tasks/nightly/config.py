@@ -15,6 +15,8 @@
     preset = "auto"              # tfcsg: paper / cpu / auto (= cpu, the measured one)
     steps = 0                    # 0: the preset's length
     options = {}                 # any TrainConfig field, e.g. {lr = 3e-5}
+    teacher = ""                 # documents: a larger encoder whose scores the candidate distils: "auto" (all-
+                                 # mpnet-base-v2 where ./run.sh mpnet installed it), a folder, or "" (none)
     replay = "auto"              # tfcsg, documents, R > 0: train on what is new since the champion's data
                                  # plus a seeded sample of the older rows, R times as many; 0: all of them;
                                  # auto: 1 on a later night whose full epoch does not fit the budget, else 0
@@ -73,6 +75,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from storage.fingerprint import HASHED_WHEN_SET
 from tasks.ingest.readers import ReaderConfig
 from tasks.keywords.filter import KeywordsConfig
 
@@ -123,6 +126,8 @@ class TrainSection:
     steps: int = 0
     options: dict[str, Any] = field(default_factory=dict)
     replay: float | str = "auto"  # tasks/nightly/budget.py: replay_ratio
+    # tasks/nightly/teacher.py: "", "auto" or a folder; the night resolves it into options (hashed only when set)
+    teacher: str = field(default="", metadata={HASHED_WHEN_SET: True})
 
 
 @dataclass(frozen=True)
@@ -330,7 +335,10 @@ def _train_section(data: dict, source: Path, base: Path) -> TrainSection:
             f'{source}: [train] replay must be "auto" or a number >= 0 (older rows per new one; 0: all), '
             f"not {train.replay!r}"
         )
-    return TrainSection(**{**train.__dict__, "init_from": _absolute(train.init_from, base)})
+    if not isinstance(train.teacher, str):
+        raise ValueError(f'{source}: [train] teacher must be "", "auto" or a model folder, not {train.teacher!r}')
+    teacher = train.teacher if train.teacher in ("", "auto") else _absolute(train.teacher, base)
+    return TrainSection(**{**train.__dict__, "init_from": _absolute(train.init_from, base), "teacher": teacher})
 
 
 def _evaluate_section(data: dict, source: Path, base: Path) -> EvaluateSection:

@@ -22,6 +22,7 @@ from tasks.nightly.config import CorpusConfig, NightlyConfig, TrainSection
 from tasks.nightly.gate_suite import GateSuite, gate_suite
 from tasks.nightly.recipe import resolve_method
 from tasks.nightly.report import training_settings
+from tasks.nightly.teacher import resolve_teacher
 from tasks.nightly.upkeep import make_room
 
 
@@ -96,7 +97,7 @@ def open_night(cfg: NightlyConfig, base: Path, name: str, state: NightState) -> 
     if done := make_room(cfg, base, start):
         state.early_gc, state.early_freed = f"at the start: {done['gc']}", done.get("gc_freed_bytes", 0)
     corpus, suite = gate_suite(cfg, base)
-    train = resolve_method(cfg.train, corpus)
+    train = resolve_teacher(resolve_method(cfg.train, corpus), base, cfg.source)
     if champion is None:
         record_start(base, start, cfg.source)
     return Night(cfg, base, name, started, corpus, train, suite, champion, start, state)

@@ -31,6 +31,7 @@ from tasks.nightly.kept_plan import keep_plan, kept_plan, night_key, steps_done
 from tasks.nightly.night import Night
 from tasks.nightly.recipe import documents_gur_share
 from tasks.nightly.replay import champion_input
+from tasks.nightly.teacher import teacher_name
 from tasks.nightly.what_is_new import count_new
 
 Inputs = dict[str, dict[str, str]]  # the night's training inputs by role: data, split, pairs (stage refs)
@@ -100,6 +101,7 @@ def tonight(night: Night, steps: int, reused: tuple[float, float]) -> Work:
         guard=bool(e.stsb or e.lee),
         reused_suite=reused[0],
         reused_guard=reused[1],
+        teacher=teacher_name(t) if (t := night.train.options.get("teacher")) else "",
     )
 
 

@@ -35,8 +35,9 @@ ENCODE_RATES = ("train_start_s", "suite_doc_s", "guard_s", "embed_doc_s")  # loa
 
 @dataclass(frozen=True)
 class Probe:
-    step_s: float  # one training step of the documents recipe's shape
+    step_s: float  # one training step of the documents recipe's shape, the teacher's scoring included
     doc_s: float  # one document encoded (float32, inference)
+    teacher_s: float = 0.0  # of `step_s`: the teacher encoding the batch's passages and queries
 
 
 def probed_rates(night: Night, rates: Rates) -> Rates:
@@ -46,16 +47,20 @@ def probed_rates(night: Night, rates: Rates) -> Rates:
     if not missing or not night.cfg.budget.probe:
         return rates
     texts = sample_texts(night.corpus, PROBE_DOCS) or ["a document"]
-    probe = run_probe(night.start, texts, threads=int(night.train.options.get("threads") or 0))
+    options = night.train.options
+    probe = run_probe(night.start, texts, int(options.get("threads") or 0), str(options.get("teacher") or ""))
     train, encode = probe.step_s / REFERENCE_STEP_S, probe.doc_s / REFERENCE_DOC_S
-    where = f"probed now: {probe.step_s:.2f} s a step, {probe.doc_s * 1000:.1f} ms a document"
+    of_it = f" ({probe.teacher_s:.2f} s of it the teacher's scoring)" if probe.teacher_s else ""
+    where = f"probed now: {probe.step_s:.2f} s a step{of_it}, {probe.doc_s * 1000:.1f} ms a document"
     scaled = {name: getattr(rates, name) * (train if name in TRAIN_RATES else encode) for name in missing}
     sources = {**rates.sources, **dict.fromkeys(missing, where)}
     return Rates(**{**asdict(rates), **scaled, "sources": sources})
 
 
-def run_probe(model_dir: str, texts: list[str], threads: int = 0) -> Probe:
-    """The probe's two timings with the model in `model_dir` on `texts` (repeated to fill a batch)."""
+def run_probe(model_dir: str, texts: list[str], threads: int = 0, teacher: str = "") -> Probe:
+    """The probe's two timings with the model in `model_dir` on `texts` (repeated to fill a batch); with a
+    `teacher` folder, the step includes its encoding of the batch (the passages, and the queries at a quarter
+    of their length: the recipe's 64-token queries beside 256-token passages)."""
     import torch  # here, where a first night probes: the flow's module loads without PyTorch
     from transformers import AutoModel, AutoTokenizer
 
@@ -78,7 +83,27 @@ def run_probe(model_dir: str, texts: list[str], threads: int = 0) -> Probe:
                 )
                 model(**part)
         doc_s = (time.perf_counter() - started) / len(docs)
-    return Probe(step_s, doc_s)
+        teacher_s = _teacher_seconds(teacher, passages, length) if teacher else 0.0
+    return Probe(step_s + teacher_s, doc_s, teacher_s)
+
+
+def _teacher_seconds(folder: str, passages: list[str], length: int) -> float:
+    """Seconds of the teacher's share of a step: its encoding of the batch's passages, and of its queries (a
+    quarter of a passage's tokens each), after one warm-up pass."""
+    import torch
+
+    from models.training.teacher import Teacher
+
+    teacher = Teacher.load(folder)
+    ids, mask = teacher.tokenize(passages, length)
+    teacher.embed(ids[:2], mask[:2])
+    started = time.perf_counter()
+    teacher.embed(ids, mask)
+    took = time.perf_counter() - started
+    quarter = max(2, ids.shape[1] // 4)
+    started = time.perf_counter()
+    teacher.embed(ids[:, :quarter].contiguous(), torch.ones_like(ids[:, :quarter]))
+    return took + time.perf_counter() - started
 
 
 def _step_seconds(model, tokens: dict) -> float:

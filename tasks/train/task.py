@@ -66,6 +66,9 @@ LATER_FIELDS = {
     "gur_share": 0.0,
     "new_first": False,
     "attention_dropout": None,
+    "teacher": "",
+    "teach_weight": 1.0,
+    "teacher_temperature": 0.0,
 }
 INPUT_STAGES = {
     "gur": ("shuffle",),
