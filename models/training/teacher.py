@@ -18,8 +18,6 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-POOLINGS = ("mean", "cls", "max")
-
 
 def folder_pooling(folder: Path) -> str:
     """The pooling a sentence-transformers folder declares (`modules.json` -> its Pooling module's config); a
